@@ -1,0 +1,35 @@
+/* Builds each rank's env contract and picks its GPU. */
+#ifndef HVD_ENV_H
+#define HVD_ENV_H
+
+#include <stddef.h>
+
+#include "plan.h"
+#include "strvec.h"
+
+struct hvd_endpoints {
+    const char *rdv_addr; /* rendezvous server */
+    int rdv_port;
+    const char *master_addr; /* torch.distributed master (rank 0's host) */
+    int master_port;
+    const char *secret_hex; /* job secret */
+};
+
+/* Appends the contract variables ("NAME=value") for one rank to env. */
+int hvd_env_contract(struct hvd_strvec *env, const struct hvd_plan *p,
+                     const struct hvd_hostlist *hl, int rank,
+                     const struct hvd_endpoints *ep);
+
+/*
+ * The device a rank should see when the host has ngpus GPUs: with visible
+ * (the user's own CUDA_VISIBLE_DEVICES, may be NULL) the entry local_rank
+ * modulo its length, else local_rank modulo ngpus. Writes it to out and
+ * returns 1, or returns 0 when there is nothing to pin (no GPUs).
+ */
+int hvd_gpu_pick(const char *visible, int ngpus, int local_rank, char *out,
+                 size_t outlen);
+
+/* GPUs on this host, from /proc/driver/nvidia/gpus or the test hook. */
+int hvd_gpu_count(void);
+
+#endif

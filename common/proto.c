@@ -1,0 +1,153 @@
+/* Job spec encoding and validating decoder for the agent channel. */
+#include "proto.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "hvd_err.h"
+#include "wire.h"
+
+void hvd_jobspec_init(struct hvd_jobspec *js)
+{
+    memset(js, 0, sizeof(*js));
+    hvd_strvec_init(&js->argv);
+    hvd_strvec_init(&js->env);
+}
+
+void hvd_jobspec_close(struct hvd_jobspec *js)
+{
+    if (js == NULL)
+        return;
+    free(js->cwd);
+    hvd_strvec_close(&js->argv);
+    hvd_strvec_close(&js->env);
+    for (uint32_t i = 0; i < js->nranks; i++)
+        hvd_strvec_close(&js->ranks[i].env);
+    free(js->ranks);
+    hvd_jobspec_init(js);
+}
+
+struct hvd_jobrank *hvd_jobspec_add_rank(struct hvd_jobspec *js, uint32_t rank,
+                                         uint32_t local_rank)
+{
+    struct hvd_jobrank *nr =
+        realloc(js->ranks, (js->nranks + 1) * sizeof(*js->ranks));
+    if (nr == NULL)
+        return NULL;
+    js->ranks = nr;
+    struct hvd_jobrank *r = &js->ranks[js->nranks++];
+    r->rank = rank;
+    r->local_rank = local_rank;
+    hvd_strvec_init(&r->env);
+    return r;
+}
+
+static void put_vec(struct hvd_wbuf *w, const struct hvd_strvec *sv)
+{
+    hvd_wbuf_u32(w, (uint32_t)sv->n);
+    for (size_t i = 0; i < sv->n; i++)
+        hvd_wbuf_str(w, sv->v[i]);
+}
+
+int hvd_jobspec_encode(const struct hvd_jobspec *js, uint8_t **out,
+                       size_t *outlen)
+{
+    struct hvd_wbuf w;
+    hvd_wbuf_init(&w);
+    hvd_wbuf_str(&w, js->cwd ? js->cwd : "");
+    put_vec(&w, &js->argv);
+    put_vec(&w, &js->env);
+    hvd_wbuf_u32(&w, js->kill_grace_ms);
+    hvd_wbuf_u8(&w, js->gpu_pinning);
+    hvd_wbuf_u32(&w, js->nranks);
+    for (uint32_t i = 0; i < js->nranks; i++) {
+        hvd_wbuf_u32(&w, js->ranks[i].rank);
+        hvd_wbuf_u32(&w, js->ranks[i].local_rank);
+        put_vec(&w, &js->ranks[i].env);
+    }
+    return hvd_wbuf_finish(&w, HVD_MSG_JOB, out, outlen);
+}
+
+/* A count is plausible only if every element could still fit: each takes
+ * at least min bytes. This keeps a forged count from driving allocation. */
+static int count_ok(const struct hvd_rbuf *r, uint32_t n, size_t min)
+{
+    return r->err == 0 && n <= (r->len - r->off) / min;
+}
+
+static int get_vec(struct hvd_rbuf *r, struct hvd_strvec *sv)
+{
+    uint32_t n = hvd_rbuf_u32(r);
+    if (!count_ok(r, n, 4))
+        return r->err ? r->err : HVD_EPROTO;
+    for (uint32_t i = 0; i < n; i++) {
+        char *s = hvd_rbuf_strdup(r);
+        if (s == NULL)
+            return r->err;
+        int err = hvd_strvec_push(sv, s);
+        free(s);
+        if (err)
+            return err;
+    }
+    return 0;
+}
+
+static int cmp_rank(const void *a, const void *b)
+{
+    uint32_t x = ((const struct hvd_jobrank *)a)->rank;
+    uint32_t y = ((const struct hvd_jobrank *)b)->rank;
+    return x < y ? -1 : x > y;
+}
+
+int hvd_jobspec_decode(struct hvd_jobspec *js, const uint8_t *p, size_t len)
+{
+    struct hvd_rbuf r;
+    int err;
+
+    hvd_rbuf_init(&r, p, len);
+    js->cwd = hvd_rbuf_strdup(&r);
+    if (js->cwd == NULL) {
+        err = r.err;
+        goto out;
+    }
+    if ((err = get_vec(&r, &js->argv)) || (err = get_vec(&r, &js->env)))
+        goto out;
+    js->kill_grace_ms = hvd_rbuf_u32(&r);
+    js->gpu_pinning = hvd_rbuf_u8(&r);
+    uint32_t n = hvd_rbuf_u32(&r);
+    if (!count_ok(&r, n, 12)) {
+        err = r.err ? r.err : HVD_EPROTO;
+        goto out;
+    }
+    for (uint32_t i = 0; i < n; i++) {
+        uint32_t rank = hvd_rbuf_u32(&r);
+        uint32_t local_rank = hvd_rbuf_u32(&r);
+        struct hvd_jobrank *jr = hvd_jobspec_add_rank(js, rank, local_rank);
+        if (jr == NULL) {
+            err = HVD_ENOMEM;
+            goto out;
+        }
+        if ((err = get_vec(&r, &jr->env)))
+            goto out;
+    }
+    if ((err = hvd_rbuf_done(&r)))
+        goto out;
+    if (js->argv.n == 0 || js->nranks == 0 || js->argv.v[0][0] == '\0') {
+        err = HVD_EPROTO;
+        goto out;
+    }
+    /* Ranks must be unique; the agent keys everything by rank. */
+    struct hvd_jobrank *sorted = malloc(n * sizeof(*sorted));
+    if (sorted == NULL) {
+        err = HVD_ENOMEM;
+        goto out;
+    }
+    memcpy(sorted, js->ranks, n * sizeof(*sorted));
+    qsort(sorted, n, sizeof(*sorted), cmp_rank);
+    for (uint32_t i = 1; i < n && err == 0; i++)
+        if (sorted[i].rank == sorted[i - 1].rank)
+            err = HVD_EPROTO;
+    free(sorted);
+out:
+    return err;
+}

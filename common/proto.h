@@ -1,0 +1,71 @@
+/* Messages between horovodrun and hvd-agent, carried in frames. */
+#ifndef HVD_PROTO_H
+#define HVD_PROTO_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "strvec.h"
+
+#define HVD_PROTO_VERSION 1u
+
+enum hvd_msg {
+    HVD_MSG_HELLO = 1,  /* agent: u32 version, str hostname, i32 gpus */
+    HVD_MSG_JOB = 2,    /* launcher: a job spec, see below */
+    HVD_MSG_STDIN = 3,  /* launcher: bytes for rank 0; empty means EOF */
+    HVD_MSG_SIGNAL = 4, /* launcher: u32 signal number for every rank */
+    HVD_MSG_STOP = 5,   /* launcher: u8 now (SIGKILL) or else TERM+grace */
+    HVD_MSG_LINE = 6,   /* agent: u32 rank, u8 stream, u8 term, text */
+    HVD_MSG_EXIT = 7,   /* agent: u32 rank, u8 kind, i32 code */
+    HVD_MSG_NOTE = 8    /* agent: u8 level, str text */
+};
+
+enum hvd_stream { HVD_STREAM_STDOUT = 1, HVD_STREAM_STDERR = 2 };
+
+enum hvd_exit_kind {
+    HVD_EXIT_CODE = 0,   /* exited; code is the status */
+    HVD_EXIT_SIGNAL = 1, /* killed; code is the signal */
+    HVD_EXIT_SPAWN = 2,  /* could not be started; code is the errno */
+    HVD_EXIT_NOCWD = 3   /* the working directory is missing; errno */
+};
+
+enum hvd_note_level {
+    HVD_NOTE_INFO = 0,
+    HVD_NOTE_WARN = 1,
+    HVD_NOTE_ERROR = 2
+};
+
+struct hvd_jobrank {
+    uint32_t rank;
+    uint32_t local_rank;
+    struct hvd_strvec env; /* contract variables, override the base env */
+};
+
+/* What one agent needs to run its ranks. */
+struct hvd_jobspec {
+    char *cwd;
+    struct hvd_strvec argv;
+    struct hvd_strvec env; /* base environment shared by all ranks */
+    uint32_t kill_grace_ms;
+    uint8_t gpu_pinning;
+    uint32_t nranks;
+    struct hvd_jobrank *ranks;
+};
+
+void hvd_jobspec_init(struct hvd_jobspec *js);
+void hvd_jobspec_close(struct hvd_jobspec *js);
+/* Adds an (empty-env) rank entry; returns it or NULL on allocation
+ * failure. */
+struct hvd_jobrank *hvd_jobspec_add_rank(struct hvd_jobspec *js, uint32_t rank,
+                                         uint32_t local_rank);
+/* Encodes as one HVD_MSG_JOB frame (header included, free() it). */
+int hvd_jobspec_encode(const struct hvd_jobspec *js, uint8_t **out,
+                       size_t *outlen);
+/*
+ * Decodes a JOB payload into an initialized spec. Rejects truncated or
+ * trailing bytes, an empty argv, no ranks, duplicate ranks and counts that
+ * the payload cannot hold, with HVD_EPROTO or HVD_ETRUNC.
+ */
+int hvd_jobspec_decode(struct hvd_jobspec *js, const uint8_t *p, size_t len);
+
+#endif

@@ -1,0 +1,257 @@
+/* hvd-agent: reads the job from its launcher, runs and reports its ranks. */
+#include "agent.h"
+
+#include <errno.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "common/env.h"
+#include "common/hvd_err.h"
+#include "common/log.h"
+#include "common/wire.h"
+#include "hvd_version.h"
+
+struct send_req {
+    uv_write_t req;
+    uint8_t *frame;
+    size_t len;
+};
+
+static void on_sent(uv_write_t *req, int status)
+{
+    struct send_req *sr = (struct send_req *)req;
+    struct agent *ag = req->data;
+    (void)status; /* a dead launcher is noticed on ctl_in */
+    ag->outq -= sr->len;
+    free(sr->frame);
+    free(sr);
+    if (ag->paused && ag->outq < AGENT_OUTQ_LOW)
+        agent_ranks_pause(ag, 0);
+    if (ag->finished && ag->outq == 0)
+        uv_stop(ag->loop);
+}
+
+void agent_send(struct agent *ag, uint8_t *frame, size_t len)
+{
+    struct send_req *sr = malloc(sizeof(*sr));
+    if (sr == NULL) {
+        free(frame);
+        return;
+    }
+    sr->frame = frame;
+    sr->len = len;
+    sr->req.data = ag;
+    uv_buf_t b = uv_buf_init((char *)frame, (unsigned)len);
+    ag->outq += len;
+    if (uv_write(&sr->req, (uv_stream_t *)&ag->ctl_out, &b, 1, on_sent) != 0) {
+        ag->outq -= len;
+        free(frame);
+        free(sr);
+        return;
+    }
+    if (!ag->paused && ag->outq > AGENT_OUTQ_HIGH)
+        agent_ranks_pause(ag, 1);
+}
+
+void agent_note(struct agent *ag, int level, const char *fmt, ...)
+{
+    char text[1024];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(text, sizeof(text), fmt, ap);
+    va_end(ap);
+
+    struct hvd_wbuf w;
+    uint8_t *f;
+    size_t len;
+    hvd_wbuf_init(&w);
+    hvd_wbuf_u8(&w, (uint8_t)level);
+    hvd_wbuf_str(&w, text);
+    if (hvd_wbuf_finish(&w, HVD_MSG_NOTE, &f, &len) == 0)
+        agent_send(ag, f, len);
+}
+
+static void send_hello(struct agent *ag)
+{
+    char host[256] = "";
+    struct hvd_wbuf w;
+    uint8_t *f;
+    size_t len;
+
+    gethostname(host, sizeof(host) - 1);
+    hvd_wbuf_init(&w);
+    hvd_wbuf_u32(&w, HVD_PROTO_VERSION);
+    hvd_wbuf_str(&w, host);
+    hvd_wbuf_i32(&w, ag->gpus);
+    if (hvd_wbuf_finish(&w, HVD_MSG_HELLO, &f, &len) == 0)
+        agent_send(ag, f, len);
+}
+
+void agent_finish(struct agent *ag)
+{
+    ag->finished = 1;
+    uv_read_stop((uv_stream_t *)&ag->ctl_in);
+    if (ag->outq == 0)
+        uv_stop(ag->loop);
+}
+
+/* The launcher is gone or asked us to stop: end the job on this host. */
+static void lose_launcher(struct agent *ag)
+{
+    uv_read_stop((uv_stream_t *)&ag->ctl_in);
+    if (!ag->started || ag->live == 0) {
+        agent_finish(ag);
+        return;
+    }
+    agent_ranks_stop(ag, 0);
+}
+
+static int handle_frame(struct agent *ag, const struct hvd_frame *f)
+{
+    struct hvd_rbuf r;
+    hvd_rbuf_init(&r, f->payload, f->len);
+
+    switch (f->type) {
+    case HVD_MSG_JOB: {
+        if (ag->started)
+            return HVD_EPROTO;
+        int err = hvd_jobspec_decode(&ag->job, f->payload, f->len);
+        if (err)
+            return err;
+        ag->started = 1;
+        agent_ranks_start(ag);
+        return 0;
+    }
+    case HVD_MSG_STDIN:
+        agent_ranks_stdin(ag, f->payload, f->len);
+        return 0;
+    case HVD_MSG_SIGNAL: {
+        uint32_t sig = hvd_rbuf_u32(&r);
+        if (hvd_rbuf_done(&r) || sig == 0 || sig >= NSIG)
+            return HVD_EPROTO;
+        agent_ranks_signal(ag, (int)sig);
+        return 0;
+    }
+    case HVD_MSG_STOP: {
+        uint8_t now = hvd_rbuf_u8(&r);
+        if (hvd_rbuf_done(&r))
+            return HVD_EPROTO;
+        if (!ag->started)
+            agent_finish(ag);
+        else
+            agent_ranks_stop(ag, now);
+        return 0;
+    }
+    default:
+        return HVD_EPROTO;
+    }
+}
+
+static void alloc_ctl(uv_handle_t *h, size_t hint, uv_buf_t *buf)
+{
+    struct agent *ag = h->data;
+    (void)hint;
+    *buf = uv_buf_init(ag->readbuf, sizeof(ag->readbuf));
+}
+
+static void on_ctl(uv_stream_t *s, ssize_t n, const uv_buf_t *buf)
+{
+    struct agent *ag = s->data;
+    struct hvd_frame f;
+    int rc;
+
+    if (n < 0) {
+        lose_launcher(ag);
+        return;
+    }
+    if (hvd_frame_reader_push(&ag->reader, buf->base, (size_t)n) != 0) {
+        lose_launcher(ag);
+        return;
+    }
+    while ((rc = hvd_frame_reader_next(&ag->reader, &f)) == 1) {
+        rc = handle_frame(ag, &f);
+        if (rc != 0)
+            break;
+    }
+    if (rc < 0) {
+        /* A corrupt channel cannot be trusted to say anything more. */
+        hvd_log_error("bad message from the launcher: %s", hvd_strerror(rc));
+        lose_launcher(ag);
+    }
+}
+
+static void on_signal(uv_signal_t *h, int sig)
+{
+    struct agent *ag = h->data;
+    if (sig == SIGCHLD)
+        agent_ranks_reap(ag);
+    else
+        lose_launcher(ag);
+}
+
+static void close_walk(uv_handle_t *h, void *arg)
+{
+    (void)arg;
+    if (!uv_is_closing(h))
+        uv_close(h, NULL);
+}
+
+int main(int argc, char **argv)
+{
+    static struct agent ag;
+    uv_loop_t *loop = uv_default_loop();
+
+    hvd_log_init("hvd-agent", 0);
+    if (argc > 1 &&
+        (strcmp(argv[1], "--version") == 0 || strcmp(argv[1], "-v") == 0)) {
+        printf("hvd-agent %s\n", HVD_VERSION);
+        return 0;
+    }
+    if (argc > 1) {
+        fprintf(stderr, "usage: hvd-agent (started by horovodrun; reads its "
+                        "job on stdin, see hvd-agent(8))\n");
+        return 2;
+    }
+    signal(SIGPIPE, SIG_IGN);
+    ag.loop = loop;
+    ag.gpus = hvd_gpu_count();
+    hvd_frame_reader_init(&ag.reader, HVD_FRAME_MAX);
+    hvd_jobspec_init(&ag.job);
+    if (uv_guess_handle(0) == UV_TTY || uv_guess_handle(1) == UV_TTY ||
+        uv_pipe_init(loop, &ag.ctl_in, 0) || uv_pipe_open(&ag.ctl_in, 0) ||
+        uv_pipe_init(loop, &ag.ctl_out, 0) || uv_pipe_open(&ag.ctl_out, 1)) {
+        hvd_log_error("stdin and stdout must be the channel from horovodrun;"
+                      " hvd-agent is started by horovodrun, not by hand");
+        return 2;
+    }
+    ag.ctl_in.data = ag.ctl_out.data = &ag;
+    uv_timer_init(loop, &ag.grace);
+    ag.grace.data = &ag;
+    uv_signal_t *sigs[] = {&ag.sigchld, &ag.sigterm, &ag.sigint, &ag.sighup};
+    int signums[] = {SIGCHLD, SIGTERM, SIGINT, SIGHUP};
+    for (int i = 0; i < 4; i++) {
+        uv_signal_init(loop, sigs[i]);
+        sigs[i]->data = &ag;
+        uv_signal_start(sigs[i], on_signal, signums[i]);
+    }
+    send_hello(&ag);
+    uv_read_start((uv_stream_t *)&ag.ctl_in, alloc_ctl, on_ctl);
+    uv_run(loop, UV_RUN_DEFAULT);
+
+    /* Everything is reported; close what is left and free it. */
+    uv_walk(loop, close_walk, NULL);
+    uv_run(loop, UV_RUN_DEFAULT);
+    for (uint32_t i = 0; i < ag.nranks; i++) {
+        hvd_linesplit_close(&ag.ranks[i].out.split);
+        hvd_linesplit_close(&ag.ranks[i].err.split);
+    }
+    free(ag.ranks);
+    hvd_jobspec_close(&ag.job);
+    hvd_frame_reader_close(&ag.reader);
+    uv_loop_close(loop);
+    return 0;
+}

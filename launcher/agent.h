@@ -1,0 +1,88 @@
+/* hvd-agent internals: the per-host daemon that runs one host's ranks. */
+#ifndef HVD_AGENT_H
+#define HVD_AGENT_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+#include <uv.h>
+
+#include "common/frame.h"
+#include "common/linesplit.h"
+#include "common/proto.h"
+
+/* Longest line sent whole; longer lines arrive in pieces of this size. */
+#define AGENT_LINE_MAX (8u * 1024 * 1024)
+/* Rank output is paused while this much is queued towards the launcher. */
+#define AGENT_OUTQ_HIGH (16u * 1024 * 1024)
+#define AGENT_OUTQ_LOW (4u * 1024 * 1024)
+/* How long a rank's pipes may stay open after it exited (grandchildren). */
+#define AGENT_DRAIN_MS 2000
+
+struct agent;
+
+struct agent_stream {
+    uv_pipe_t pipe;
+    struct agent_rank *owner;
+    struct hvd_linesplit split;
+    uint8_t which; /* HVD_STREAM_STDOUT or HVD_STREAM_STDERR */
+    int open;
+};
+
+struct agent_rank {
+    struct agent *ag;
+    uint32_t rank;
+    uint32_t local_rank;
+    pid_t pid;  /* also the process group */
+    int reaped; /* exit status known */
+    int done;   /* EXIT sent */
+    uint8_t kind;
+    int32_t code;
+    struct agent_stream out, err;
+    uv_pipe_t in; /* rank 0 only: forwarded stdin */
+    int in_open;
+    uv_timer_t drain; /* started when reaped with pipes still open */
+};
+
+struct agent {
+    uv_loop_t *loop;
+    uv_pipe_t ctl_in;  /* frames from the launcher */
+    uv_pipe_t ctl_out; /* frames to the launcher */
+    struct hvd_frame_reader reader;
+    struct hvd_jobspec job;
+    struct agent_rank *ranks;
+    uint32_t nranks;
+    uint32_t live; /* ranks whose EXIT is not sent yet */
+    uv_signal_t sigchld, sigterm, sigint, sighup;
+    uv_timer_t grace;
+    int gpus;
+    int started;  /* JOB received */
+    int stopping; /* TERM sent to the ranks */
+    int paused;   /* rank output paused for backpressure */
+    int finished; /* all ranks done, flushing */
+    size_t outq;  /* bytes queued on ctl_out */
+    char readbuf[65536];
+};
+
+/* Queues one frame (header included, takes ownership) to the launcher. */
+void agent_send(struct agent *ag, uint8_t *frame, size_t len);
+/* Sends a NOTE message. */
+void agent_note(struct agent *ag, int level, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+/* Starts every rank of the job; failures are reported as EXIT messages. */
+void agent_ranks_start(struct agent *ag);
+/* Signals every rank's process group that is still running. */
+void agent_ranks_signal(struct agent *ag, int sig);
+/* SIGTERM now and SIGKILL after the grace, or SIGKILL at once. */
+void agent_ranks_stop(struct agent *ag, int now);
+/* Reaps exited children (on SIGCHLD). */
+void agent_ranks_reap(struct agent *ag);
+/* Forwards launcher stdin to rank 0; len 0 closes its stdin. */
+void agent_ranks_stdin(struct agent *ag, const uint8_t *p, size_t len);
+/* Pauses or resumes reading rank output (backpressure). */
+void agent_ranks_pause(struct agent *ag, int pause);
+/* Called when every rank is done. */
+void agent_finish(struct agent *ag);
+
+#endif

@@ -1,0 +1,355 @@
+/* hvd-agent's ranks: start them, stream their output, reap and stop them. */
+#include "agent.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "common/env.h"
+#include "common/envc.h"
+#include "common/hvd_err.h"
+#include "common/wire.h"
+#include "spawn.h"
+
+static void on_drain_timeout(uv_timer_t *t);
+
+static void send_exit(struct agent_rank *r)
+{
+    struct agent *ag = r->ag;
+    struct hvd_wbuf w;
+    uint8_t *f;
+    size_t len;
+
+    hvd_wbuf_init(&w);
+    hvd_wbuf_u32(&w, r->rank);
+    hvd_wbuf_u8(&w, r->kind);
+    hvd_wbuf_i32(&w, r->code);
+    if (hvd_wbuf_finish(&w, HVD_MSG_EXIT, &f, &len) == 0)
+        agent_send(ag, f, len);
+    r->done = 1;
+    if (r->in_open) {
+        r->in_open = 0;
+        uv_close((uv_handle_t *)&r->in, NULL);
+    }
+    if (--ag->live == 0) {
+        /* Whatever the ranks left behind in their groups goes too. */
+        for (uint32_t i = 0; i < ag->nranks; i++)
+            if (ag->ranks[i].pid > 0)
+                kill(-ag->ranks[i].pid, SIGKILL);
+        uv_timer_stop(&ag->grace);
+        agent_finish(ag);
+    }
+}
+
+/* A rank is done once it was reaped and both pipes reached EOF, so its
+ * EXIT always follows its last line. */
+static void maybe_done(struct agent_rank *r)
+{
+    if (r->done || !r->reaped)
+        return;
+    if (r->out.open || r->err.open) {
+        if (!uv_is_active((uv_handle_t *)&r->drain))
+            uv_timer_start(&r->drain, on_drain_timeout, AGENT_DRAIN_MS, 0);
+        return;
+    }
+    uv_timer_stop(&r->drain);
+    send_exit(r);
+}
+
+static void on_line(void *ctx, const char *line, size_t len,
+                    enum hvd_line_term term)
+{
+    struct agent_stream *s = ctx;
+    struct hvd_wbuf w;
+    uint8_t *f;
+    size_t flen;
+
+    hvd_wbuf_init(&w);
+    hvd_wbuf_u32(&w, s->owner->rank);
+    hvd_wbuf_u8(&w, s->which);
+    hvd_wbuf_u8(&w, (uint8_t)term);
+    hvd_wbuf_raw(&w, line, len);
+    if (hvd_wbuf_finish(&w, HVD_MSG_LINE, &f, &flen) == 0)
+        agent_send(s->owner->ag, f, flen);
+}
+
+static void close_stream(struct agent_stream *s)
+{
+    if (!s->open)
+        return;
+    hvd_linesplit_finish(&s->split, on_line, s);
+    s->open = 0;
+    uv_close((uv_handle_t *)&s->pipe, NULL);
+    maybe_done(s->owner);
+}
+
+static void alloc_out(uv_handle_t *h, size_t hint, uv_buf_t *buf)
+{
+    struct agent_stream *s = h->data;
+    (void)hint;
+    *buf = uv_buf_init(s->owner->ag->readbuf, sizeof(s->owner->ag->readbuf));
+}
+
+static void on_output(uv_stream_t *h, ssize_t n, const uv_buf_t *buf)
+{
+    struct agent_stream *s = h->data;
+    if (n < 0) {
+        close_stream(s);
+        return;
+    }
+    if (hvd_linesplit_feed(&s->split, buf->base, (size_t)n, on_line, s) != 0)
+        close_stream(s);
+}
+
+static void on_drain_timeout(uv_timer_t *t)
+{
+    struct agent_rank *r = t->data;
+    /* Something in the rank's group still holds its pipes: end it. */
+    kill(-r->pid, SIGKILL);
+}
+
+static void fail_spawn(struct agent_rank *r, uint8_t kind, int err)
+{
+    r->kind = kind;
+    r->code = err;
+    r->reaped = 1;
+    maybe_done(r);
+}
+
+static int open_stream(struct agent_rank *r, struct agent_stream *s,
+                       uint8_t which, int fd)
+{
+    s->owner = r;
+    s->which = which;
+    hvd_linesplit_init(&s->split, AGENT_LINE_MAX);
+    if (uv_pipe_init(r->ag->loop, &s->pipe, 0) != 0)
+        return -1;
+    s->pipe.data = s;
+    s->open = 1;
+    if (uv_pipe_open(&s->pipe, fd) != 0) {
+        close(fd);
+        close_stream(s);
+        return -1;
+    }
+    if (!r->ag->paused)
+        uv_read_start((uv_stream_t *)&s->pipe, alloc_out, on_output);
+    return 0;
+}
+
+/* Builds the rank's environment: the launcher's, the contract, the GPU. */
+static int rank_env(struct agent *ag, const struct hvd_jobrank *jr,
+                    struct hvd_strvec *env)
+{
+    int err = 0;
+    for (size_t i = 0; i < ag->job.env.n && !err; i++)
+        err = hvd_strvec_push(env, ag->job.env.v[i]);
+    for (size_t i = 0; i < jr->env.n && !err; i++)
+        err = hvd_strvec_setenv(env, jr->env.v[i]);
+    char dev[64], entry[128];
+    if (!err && ag->job.gpu_pinning &&
+        hvd_gpu_pick(hvd_strvec_getenv(env, HVD_ENV_CUDA_VISIBLE), ag->gpus,
+                     (int)jr->local_rank, dev, sizeof(dev))) {
+        snprintf(entry, sizeof(entry), HVD_ENV_CUDA_VISIBLE "=%s", dev);
+        err = hvd_strvec_setenv(env, entry);
+    }
+    return err;
+}
+
+static void start_rank(struct agent *ag, struct agent_rank *r,
+                       const struct hvd_jobrank *jr)
+{
+    struct hvd_strvec env;
+    int outp[2] = {-1, -1}, errp[2] = {-1, -1}, inp[2] = {-1, -1};
+    int err = 0;
+
+    hvd_strvec_init(&env);
+    if (rank_env(ag, jr, &env) != 0 || env.v == NULL) {
+        err = ENOMEM;
+        goto out;
+    }
+    if (pipe2(outp, O_CLOEXEC) || pipe2(errp, O_CLOEXEC)) {
+        err = errno;
+        goto out;
+    }
+    /* Only rank 0 reads the launcher's stdin; the others get /dev/null. */
+    if (r->rank == 0 ? pipe2(inp, O_CLOEXEC) != 0
+                     : (inp[0] = open("/dev/null", O_RDONLY | O_CLOEXEC)) < 0) {
+        err = errno;
+        goto out;
+    }
+    struct hvd_spawn_req req = {
+        .argv = ag->job.argv.v,
+        .envp = env.v,
+        .stdin_fd = inp[0],
+        .stdout_fd = outp[1],
+        .stderr_fd = errp[1],
+    };
+    err = hvd_spawn(&req, &r->pid);
+    if (err)
+        goto out;
+    close(outp[1]);
+    close(errp[1]);
+    close(inp[0]);
+    outp[1] = errp[1] = inp[0] = -1;
+    open_stream(r, &r->out, HVD_STREAM_STDOUT, outp[0]);
+    open_stream(r, &r->err, HVD_STREAM_STDERR, errp[0]);
+    outp[0] = errp[0] = -1;
+    if (inp[1] >= 0 && uv_pipe_init(ag->loop, &r->in, 0) == 0) {
+        r->in.data = r;
+        r->in_open = 1;
+        if (uv_pipe_open(&r->in, inp[1]) != 0)
+            close(inp[1]);
+        inp[1] = -1;
+    }
+out:
+    for (int i = 0; i < 2; i++) {
+        if (outp[i] >= 0)
+            close(outp[i]);
+        if (errp[i] >= 0)
+            close(errp[i]);
+        if (inp[i] >= 0)
+            close(inp[i]);
+    }
+    hvd_strvec_close(&env);
+    if (err)
+        fail_spawn(r, HVD_EXIT_SPAWN, err);
+}
+
+void agent_ranks_start(struct agent *ag)
+{
+    struct hvd_jobspec *js = &ag->job;
+
+    ag->ranks = calloc(js->nranks, sizeof(*ag->ranks));
+    if (ag->ranks == NULL) {
+        agent_note(ag, HVD_NOTE_ERROR, "out of memory for %u ranks",
+                   js->nranks);
+        agent_finish(ag);
+        return;
+    }
+    ag->nranks = ag->live = js->nranks;
+    if (js->gpu_pinning && ag->gpus > 0 && js->nranks > (uint32_t)ag->gpus)
+        agent_note(ag, HVD_NOTE_WARN,
+                   "%u ranks share %d GPUs on this host (each rank gets GPU "
+                   "local_rank modulo %d)",
+                   js->nranks, ag->gpus, ag->gpus);
+    int cwd_err = chdir(js->cwd) == 0 ? 0 : errno;
+    for (uint32_t i = 0; i < js->nranks; i++) {
+        struct agent_rank *r = &ag->ranks[i];
+        r->ag = ag;
+        r->rank = js->ranks[i].rank;
+        r->local_rank = js->ranks[i].local_rank;
+        uv_timer_init(ag->loop, &r->drain);
+        r->drain.data = r;
+    }
+    for (uint32_t i = 0; i < js->nranks; i++) {
+        if (cwd_err)
+            fail_spawn(&ag->ranks[i], HVD_EXIT_NOCWD, cwd_err);
+        else
+            start_rank(ag, &ag->ranks[i], &js->ranks[i]);
+    }
+}
+
+void agent_ranks_signal(struct agent *ag, int sig)
+{
+    for (uint32_t i = 0; i < ag->nranks; i++)
+        if (ag->ranks[i].pid > 0 && !ag->ranks[i].reaped)
+            kill(-ag->ranks[i].pid, sig);
+}
+
+static void on_grace(uv_timer_t *t)
+{
+    agent_ranks_signal(t->data, SIGKILL);
+}
+
+void agent_ranks_stop(struct agent *ag, int now)
+{
+    if (now) {
+        ag->stopping = 1;
+        uv_timer_stop(&ag->grace);
+        agent_ranks_signal(ag, SIGKILL);
+        return;
+    }
+    if (ag->stopping)
+        return;
+    ag->stopping = 1;
+    agent_ranks_signal(ag, SIGTERM);
+    uv_timer_start(&ag->grace, on_grace, ag->job.kill_grace_ms, 0);
+}
+
+void agent_ranks_reap(struct agent *ag)
+{
+    int status;
+    pid_t pid;
+
+    while ((pid = waitpid(-1, &status, WNOHANG)) > 0) {
+        for (uint32_t i = 0; i < ag->nranks; i++) {
+            struct agent_rank *r = &ag->ranks[i];
+            if (r->pid != pid || r->reaped)
+                continue;
+            r->reaped = 1;
+            if (WIFSIGNALED(status)) {
+                r->kind = HVD_EXIT_SIGNAL;
+                r->code = WTERMSIG(status);
+            } else {
+                r->kind = HVD_EXIT_CODE;
+                r->code = WEXITSTATUS(status);
+            }
+            maybe_done(r);
+            break;
+        }
+    }
+}
+
+struct stdin_req {
+    uv_write_t req;
+    char data[];
+};
+
+static void on_stdin_written(uv_write_t *req, int status)
+{
+    (void)status; /* rank 0 may have closed its stdin: drop the data */
+    free(req);
+}
+
+void agent_ranks_stdin(struct agent *ag, const uint8_t *p, size_t len)
+{
+    struct agent_rank *r = NULL;
+    for (uint32_t i = 0; i < ag->nranks; i++)
+        if (ag->ranks[i].rank == 0 && ag->ranks[i].in_open)
+            r = &ag->ranks[i];
+    if (r == NULL)
+        return;
+    if (len == 0) {
+        r->in_open = 0;
+        uv_close((uv_handle_t *)&r->in, NULL);
+        return;
+    }
+    struct stdin_req *sr = malloc(sizeof(*sr) + len);
+    if (sr == NULL)
+        return;
+    memcpy(sr->data, p, len);
+    uv_buf_t b = uv_buf_init(sr->data, (unsigned)len);
+    if (uv_write(&sr->req, (uv_stream_t *)&r->in, &b, 1, on_stdin_written))
+        free(sr);
+}
+
+void agent_ranks_pause(struct agent *ag, int pause)
+{
+    ag->paused = pause;
+    for (uint32_t i = 0; i < ag->nranks; i++) {
+        struct agent_stream *ss[] = {&ag->ranks[i].out, &ag->ranks[i].err};
+        for (int k = 0; k < 2; k++) {
+            if (!ss[k]->open)
+                continue;
+            if (pause)
+                uv_read_stop((uv_stream_t *)&ss[k]->pipe);
+            else
+                uv_read_start((uv_stream_t *)&ss[k]->pipe, alloc_out,
+                              on_output);
+        }
+    }
+}

@@ -1,0 +1,306 @@
+/* horovodrun's option table and its getopt_long parser. */
+#include "cli.h"
+
+#include <errno.h>
+#include <getopt.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/envc.h"
+#include "hvd_version.h"
+
+#define USAGE                                                                  \
+    "usage: horovodrun -np N [-H host:slots,...] [options] command "           \
+    "[args...]"
+
+static int opt_np(struct hr_opts *o, const char *arg, char *err, size_t n)
+{
+    char *end;
+    errno = 0;
+    long v = strtol(arg, &end, 10);
+    if (errno || end == arg || *end != '\0' || v < 1 || v > 1000000) {
+        snprintf(err, n, "-np must be a positive integer, got '%s'", arg);
+        return -1;
+    }
+    o->np = (int)v;
+    return 0;
+}
+
+static int opt_hosts(struct hr_opts *o, const char *arg, char *err, size_t n)
+{
+    (void)err, (void)n;
+    o->hosts = arg;
+    return 0;
+}
+
+static int opt_hostfile(struct hr_opts *o, const char *arg, char *err, size_t n)
+{
+    (void)err, (void)n;
+    o->hostfile = arg;
+    return 0;
+}
+
+static int opt_output(struct hr_opts *o, const char *arg, char *err, size_t n)
+{
+    if (arg[0] == '\0') {
+        snprintf(err, n, "--output-filename needs a directory name");
+        return -1;
+    }
+    o->output_dir = arg;
+    return 0;
+}
+
+/* Seconds as a positive decimal number (fractions allowed). */
+static int parse_seconds(const char *what, const char *arg, double *out,
+                         char *err, size_t n)
+{
+    char *end;
+    errno = 0;
+    double v = strtod(arg, &end);
+    if (errno || end == arg || *end != '\0' || !isfinite(v) || v <= 0 ||
+        v > 86400 * 7) {
+        snprintf(err, n, "%s must be a positive number of seconds, got '%s'",
+                 what, arg);
+        return -1;
+    }
+    *out = v;
+    return 0;
+}
+
+static int opt_start_timeout(struct hr_opts *o, const char *arg, char *err,
+                             size_t n)
+{
+    return parse_seconds("--start-timeout", arg, &o->start_timeout, err, n);
+}
+
+static int opt_kill_grace(struct hr_opts *o, const char *arg, char *err,
+                          size_t n)
+{
+    return parse_seconds("--kill-grace", arg, &o->kill_grace, err, n);
+}
+
+static int opt_no_gpu(struct hr_opts *o, const char *arg, char *err, size_t n)
+{
+    (void)arg, (void)err, (void)n;
+    o->gpu_pinning = 0;
+    return 0;
+}
+
+static int opt_verbose(struct hr_opts *o, const char *arg, char *err, size_t n)
+{
+    (void)arg, (void)err, (void)n;
+    o->verbose = 1;
+    return 0;
+}
+
+/* --help and --version are handled by the parser itself. */
+const struct hr_option hr_options[] = {
+    {"num-proc", "-np", 0, "N", "number of processes (ranks) to start", opt_np},
+    {"hosts", NULL, 'H', "HOSTS",
+     "hosts and slots, host:slots[,host:slots...]; default localhost:N",
+     opt_hosts},
+    {"hostfile", NULL, 0, "FILE",
+     "file with one 'host slots=N' per line ('#' comments allowed)",
+     opt_hostfile},
+    {"output-filename", NULL, 0, "DIR",
+     "also write each rank's raw output to DIR/rank.N/stdout and stderr",
+     opt_output},
+    {"start-timeout", NULL, 0, "SEC",
+     "seconds for every host to start (default 30, or "
+     "HOROVOD_START_TIMEOUT)",
+     opt_start_timeout},
+    {"kill-grace", NULL, 0, "SEC",
+     "seconds between SIGTERM and SIGKILL when stopping ranks (default 5)",
+     opt_kill_grace},
+    {"no-gpu-pinning", NULL, 0, NULL,
+     "do not set CUDA_VISIBLE_DEVICES to one GPU per rank", opt_no_gpu},
+    {"verbose", NULL, 0, NULL, "print what horovodrun does", opt_verbose},
+    {"version", NULL, 'v', NULL, "print the version and exit", NULL},
+    {"help", NULL, 'h', NULL, "print this help and exit", NULL},
+};
+const size_t hr_noptions = sizeof(hr_options) / sizeof(hr_options[0]);
+
+void hr_cli_help(FILE *out)
+{
+    fprintf(out,
+            "%s\n\nStarts N copies of a command as the ranks of a "
+            "Horovod job and streams their output.\n\nOptions:\n",
+            USAGE);
+    for (size_t i = 0; i < hr_noptions; i++) {
+        const struct hr_option *op = &hr_options[i];
+        char left[64];
+        int n = 0;
+        if (op->alias)
+            n = snprintf(left, sizeof(left), "%s, ", op->alias);
+        else if (op->short_name)
+            n = snprintf(left, sizeof(left), "-%c, ", op->short_name);
+        snprintf(left + n, sizeof(left) - (size_t)n, "--%s%s%s", op->name,
+                 op->arg ? " " : "", op->arg ? op->arg : "");
+        fprintf(out, "  %-28s %s\n", left, op->help);
+    }
+    fprintf(out, "\nThe command is everything after the options (or after "
+                 "'--').\nSee horovodrun(1) for the environment given to "
+                 "each rank, output and exit codes.\n");
+}
+
+static const struct hr_option *find_long(const char *name, size_t len)
+{
+    for (size_t i = 0; i < hr_noptions; i++)
+        if (strlen(hr_options[i].name) == len &&
+            strncmp(hr_options[i].name, name, len) == 0)
+            return &hr_options[i];
+    return NULL;
+}
+
+static const struct hr_option *find_short(char c)
+{
+    for (size_t i = 0; i < hr_noptions; i++)
+        if (c && hr_options[i].short_name == c)
+            return &hr_options[i];
+    return NULL;
+}
+
+/*
+ * getopt_long knows no single-dash long options, so "-np" is renamed to
+ * "--num-proc" before it runs, but only up to the command: an "-np" that
+ * belongs to the user's program must stay as it is.
+ */
+static void rename_aliases(int argc, char **argv)
+{
+    for (int i = 1; i < argc; i++) {
+        char *a = argv[i];
+        const struct hr_option *op = NULL;
+        if (strcmp(a, "--") == 0 || a[0] != '-' || a[1] == '\0')
+            return;
+        for (size_t k = 0; k < hr_noptions; k++) {
+            if (hr_options[k].alias && strcmp(a, hr_options[k].alias) == 0) {
+                static char buf[64];
+                op = &hr_options[k];
+                snprintf(buf, sizeof(buf), "--%s", op->name);
+                argv[i] = buf;
+            }
+        }
+        if (op == NULL && a[1] == '-') {
+            const char *name = a + 2;
+            if (strchr(name, '=') == NULL)
+                op = find_long(name, strlen(name));
+        } else if (op == NULL && a[2] == '\0') {
+            op = find_short(a[1]);
+        }
+        if (op && op->arg)
+            i++; /* skip the option's argument */
+    }
+}
+
+static double env_seconds(const char *name, double dflt, int *bad)
+{
+    const char *v = getenv(name);
+    char *end;
+    if (v == NULL || v[0] == '\0')
+        return dflt;
+    double d = strtod(v, &end);
+    if (*end != '\0' || !isfinite(d) || d <= 0 || d > 86400 * 7) {
+        *bad = 1;
+        return dflt;
+    }
+    return d;
+}
+
+int hr_cli_parse(struct hr_opts *o, int argc, char **argv, FILE *out, char *err,
+                 size_t errlen)
+{
+    struct option longopts[sizeof(hr_options) / sizeof(hr_options[0]) + 1];
+    char shortopts[2 * sizeof(hr_options) / sizeof(hr_options[0]) + 4];
+    size_t ns = 0;
+    int bad_env = 0;
+
+    memset(o, 0, sizeof(*o));
+    o->gpu_pinning = 1;
+    o->kill_grace = 5;
+    /* '+': stop at the first non-option, the user's command. */
+    shortopts[ns++] = '+';
+    shortopts[ns++] = ':';
+    for (size_t i = 0; i < hr_noptions; i++) {
+        const struct hr_option *op = &hr_options[i];
+        longopts[i] =
+            (struct option){op->name, op->arg ? required_argument : no_argument,
+                            NULL, 256 + (int)i};
+        if (op->short_name) {
+            shortopts[ns++] = op->short_name;
+            if (op->arg)
+                shortopts[ns++] = ':';
+        }
+    }
+    longopts[hr_noptions] = (struct option){0};
+    shortopts[ns] = '\0';
+
+    rename_aliases(argc, argv);
+    opterr = 0;
+    optind = 1;
+    int c;
+    while ((c = getopt_long(argc, argv, shortopts, longopts, NULL)) != -1) {
+        const struct hr_option *op = NULL;
+        if (c >= 256)
+            op = &hr_options[c - 256];
+        else if (c != '?' && c != ':')
+            op = find_short((char)c);
+        if (c == ':' || c == '?') {
+            char shortname[3] = {'-', (char)optopt, '\0'};
+            const char *bad =
+                optopt > 0 && optopt < 256 ? shortname : argv[optind - 1];
+            if (c == ':') {
+                const struct hr_option *m = find_long(bad + 2, strlen(bad + 2));
+                if (m && m->alias)
+                    snprintf(err, errlen, "option '%s/%s' needs an argument",
+                             m->alias, bad);
+                else
+                    snprintf(err, errlen, "option '%s' needs an argument", bad);
+            } else
+                snprintf(err, errlen,
+                         "unknown option '%s'; see horovodrun --help", bad);
+            return HR_CLI_USAGE;
+        }
+        if (strcmp(op->name, "help") == 0) {
+            hr_cli_help(out);
+            return HR_CLI_DONE;
+        }
+        if (strcmp(op->name, "version") == 0) {
+            fprintf(out, "horovodrun %s\n", HVD_VERSION);
+            return HR_CLI_DONE;
+        }
+        if (op->handler(o, optarg, err, errlen) != 0)
+            return HR_CLI_USAGE;
+    }
+    o->cmd = argv + optind;
+    o->cmdc = argc - optind;
+
+    if (o->start_timeout == 0) {
+        o->start_timeout = env_seconds(HVD_ENV_START_TIMEOUT, 30, &bad_env);
+        if (bad_env) {
+            snprintf(err, errlen,
+                     HVD_ENV_START_TIMEOUT
+                     " must be a positive number of seconds, got '%s'",
+                     getenv(HVD_ENV_START_TIMEOUT));
+            return HR_CLI_USAGE;
+        }
+    }
+
+    if (o->hosts && o->hostfile) {
+        snprintf(err, errlen,
+                 "-H/--hosts and --hostfile cannot be used "
+                 "together; pick one");
+        return HR_CLI_USAGE;
+    }
+    if (o->np == 0) {
+        snprintf(err, errlen,
+                 "-np is required: the number of processes to "
+                 "start, e.g. horovodrun -np 4 ./train");
+        return HR_CLI_USAGE;
+    }
+    if (o->cmdc == 0) {
+        snprintf(err, errlen, "no command given; " USAGE);
+        return HR_CLI_USAGE;
+    }
+    return HR_CLI_RUN;
+}

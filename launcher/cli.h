@@ -1,0 +1,50 @@
+/* horovodrun's command line: one option table, parsing, --help. */
+#ifndef HR_CLI_H
+#define HR_CLI_H
+
+#include <stddef.h>
+#include <stdio.h>
+
+struct hr_opts {
+    int np;               /* 0 when -np was not given */
+    const char *hosts;    /* -H */
+    const char *hostfile; /* --hostfile */
+    const char *output_dir;
+    double start_timeout; /* seconds */
+    double kill_grace;    /* seconds */
+    int gpu_pinning;
+    int verbose;
+    char **cmd; /* the command and its arguments, NULL-terminated */
+    int cmdc;
+};
+
+struct hr_option {
+    const char *name;  /* long name without "--" */
+    const char *alias; /* another spelling, e.g. "-np"; or NULL */
+    char short_name;   /* or 0 */
+    const char *arg;   /* argument name for --help, NULL if none */
+    const char *help;
+    int (*handler)(struct hr_opts *o, const char *arg, char *err,
+                   size_t errlen);
+};
+
+/* The table that --help, the parser and the man page test read. */
+extern const struct hr_option hr_options[];
+extern const size_t hr_noptions;
+
+enum hr_cli_result {
+    HR_CLI_RUN = 0,  /* options are valid: run the job */
+    HR_CLI_DONE = 1, /* --help or --version was printed: exit 0 */
+    HR_CLI_USAGE = 2 /* err holds the problem: exit 2 */
+};
+
+/*
+ * Parses argv into o (argv may be reordered, never freed). Environment
+ * defaults (HOROVOD_START_TIMEOUT) are applied first. Help and version go
+ * to out.
+ */
+int hr_cli_parse(struct hr_opts *o, int argc, char **argv, FILE *out, char *err,
+                 size_t errlen);
+void hr_cli_help(FILE *out);
+
+#endif

@@ -1,0 +1,640 @@
+/* horovodrun's job controller: one agent per host, fail-fast, summary. */
+#include "job.h"
+
+#include <errno.h>
+#include <limits.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "common/env.h"
+#include "common/hvd_err.h"
+#include "common/log.h"
+#include "common/proto.h"
+#include "common/wire.h"
+#include "net.h"
+
+extern char **environ;
+
+/* How long agents get, beyond the kill grace, to report a stopped job. */
+#define STOP_SLACK_MS 5000
+
+struct send_req {
+    uv_write_t req;
+    uint8_t *frame;
+    int is_stdin; /* the next stdin read waits for this write */
+};
+
+static void read_stdin(struct hr_job *job);
+static void stop_all(struct hr_job *job, int now);
+
+static void on_sent(uv_write_t *req, int status)
+{
+    struct send_req *sr = (struct send_req *)req;
+    struct hr_job *job = req->data;
+    (void)status; /* a dead agent is noticed by its exit */
+    if (sr->is_stdin && !job->stopping)
+        read_stdin(job);
+    free(sr->frame);
+    free(sr);
+}
+
+/* Queues a frame (ownership passes) to an agent that is still running. */
+static void send_frame(struct hr_agent *a, uint8_t *frame, size_t len,
+                       int is_stdin)
+{
+    struct send_req *sr = malloc(sizeof(*sr));
+    if (sr == NULL || !a->running) {
+        free(sr);
+        free(frame);
+        return;
+    }
+    sr->frame = frame;
+    sr->is_stdin = is_stdin;
+    sr->req.data = a->job;
+    uv_buf_t b = uv_buf_init((char *)frame, (unsigned)len);
+    if (uv_write(&sr->req, (uv_stream_t *)&a->to, &b, 1, on_sent) != 0) {
+        free(frame);
+        free(sr);
+    }
+}
+
+static void send_simple(struct hr_agent *a, uint8_t type, uint32_t value,
+                        int is_u8)
+{
+    struct hvd_wbuf w;
+    uint8_t *f;
+    size_t len;
+    hvd_wbuf_init(&w);
+    if (is_u8)
+        hvd_wbuf_u8(&w, (uint8_t)value);
+    else
+        hvd_wbuf_u32(&w, value);
+    if (hvd_wbuf_finish(&w, type, &f, &len) == 0)
+        send_frame(a, f, len, 0);
+}
+
+static const char *host_name(const struct hr_job *job, int h)
+{
+    return job->hosts->hosts[h].name;
+}
+
+/* Records an agent-level failure (the first one wins) and ends the job. */
+static void fail_job(struct hr_job *job, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+
+static void fail_job(struct hr_job *job, const char *fmt, ...)
+{
+    if (!job->agent_failure && job->failed_rank < 0) {
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(job->failure, sizeof(job->failure), fmt, ap);
+        va_end(ap);
+        job->agent_failure = 1;
+    }
+    stop_all(job, 0);
+}
+
+static void on_stop_timeout(uv_timer_t *t)
+{
+    struct hr_job *job = t->data;
+    if (!job->killing) {
+        stop_all(job, 1);
+        return;
+    }
+    /* The agents neither finished nor answered: give up on them. Closing
+     * their pipes makes them kill their ranks. */
+    fail_job(job, "hosts did not report their ranks stopped; gave up");
+    uv_stop(job->loop);
+}
+
+static void stop_all(struct hr_job *job, int now)
+{
+    if (now ? job->killing : job->stopping)
+        return;
+    job->stopping = 1;
+    job->killing |= now;
+    for (int i = 0; i < job->nagents; i++) {
+        struct hr_agent *a = &job->agents[i];
+        if (!a->running)
+            continue;
+        if (a->hello)
+            send_simple(a, HVD_MSG_STOP, (uint32_t)now, 1);
+        else
+            uv_process_kill(&a->proc, SIGTERM);
+    }
+    uint64_t ms =
+        now ? STOP_SLACK_MS
+            : (uint64_t)(job->opts->kill_grace * 1000) + STOP_SLACK_MS;
+    uv_timer_start(&job->stop_timer, on_stop_timeout, ms, 0);
+}
+
+static void rank_done(struct hr_job *job, uint32_t rank, uint8_t kind,
+                      int32_t code)
+{
+    if (rank >= (uint32_t)job->plan->size || job->ranks[rank].done)
+        return;
+    struct hr_rank_state *rs = &job->ranks[rank];
+    rs->done = 1;
+    rs->kind = kind;
+    rs->code = code;
+    job->ranks_done++;
+    int failed = kind != HVD_EXIT_CODE || code != 0;
+    if (failed && job->failed_rank < 0 && !job->agent_failure) {
+        job->failed_rank = (int)rank;
+        stop_all(job, 0);
+    }
+}
+
+static int send_job(struct hr_job *job, struct hr_agent *a)
+{
+    struct hvd_jobspec js;
+    uint8_t *f = NULL;
+    size_t len;
+    int err = 0;
+
+    hvd_jobspec_init(&js);
+    struct hvd_endpoints ep = {
+        .rdv_addr = job->rdv.addr,
+        .rdv_port = job->rdv.port,
+        .master_addr = host_name(job, job->plan->ranks[0].host),
+        .master_port = job->master_port,
+        .secret_hex = job->secret_hex,
+    };
+    js.cwd = strdup(job->cwd);
+    js.kill_grace_ms = (uint32_t)(job->opts->kill_grace * 1000);
+    js.gpu_pinning = (uint8_t)job->opts->gpu_pinning;
+    for (int i = 0; i < job->opts->cmdc && !err; i++)
+        err = hvd_strvec_push(&js.argv, job->opts->cmd[i]);
+    for (char **e = environ; *e && !err; e++)
+        err = hvd_strvec_push(&js.env, *e);
+    for (int r = 0; r < job->plan->size && !err; r++) {
+        const struct hvd_slot *s = &job->plan->ranks[r];
+        if (s->host != a->host)
+            continue;
+        struct hvd_jobrank *jr =
+            hvd_jobspec_add_rank(&js, (uint32_t)r, (uint32_t)s->local_rank);
+        err = jr ? hvd_env_contract(&jr->env, job->plan, job->hosts, r, &ep)
+                 : HVD_ENOMEM;
+    }
+    if (!err && js.cwd == NULL)
+        err = HVD_ENOMEM;
+    if (!err)
+        err = hvd_jobspec_encode(&js, &f, &len);
+    if (!err)
+        send_frame(a, f, len, 0);
+    hvd_jobspec_close(&js);
+    return err;
+}
+
+static void handle_hello(struct hr_job *job, struct hr_agent *a,
+                         struct hvd_rbuf *r)
+{
+    uint32_t version = hvd_rbuf_u32(r);
+    char *remote_name = hvd_rbuf_strdup(r);
+    int32_t gpus = hvd_rbuf_i32(r);
+    int err = hvd_rbuf_done(r);
+
+    if (err == 0 && version != HVD_PROTO_VERSION)
+        err = HVD_EPROTO;
+    if (err) {
+        fail_job(job,
+                 "host %s: hvd-agent speaks protocol %u, this horovodrun "
+                 "speaks %u; install the same version on every host",
+                 host_name(job, a->host), version, HVD_PROTO_VERSION);
+    } else if (!a->hello && !job->stopping) {
+        a->hello = 1;
+        hvd_log_info("host %s (%s): agent ready, %d GPUs",
+                     host_name(job, a->host), remote_name, gpus);
+        if ((err = send_job(job, a)) != 0)
+            fail_job(job, "host %s: cannot send the job: %s",
+                     host_name(job, a->host), hvd_strerror(err));
+        else if (a - job->agents == job->stdin_agent)
+            read_stdin(job);
+    }
+    free(remote_name);
+    int all = 1;
+    for (int i = 0; i < job->nagents; i++)
+        all &= job->agents[i].hello;
+    if (all)
+        uv_timer_stop(&job->start_timer);
+}
+
+static int handle_frame(struct hr_job *job, struct hr_agent *a,
+                        const struct hvd_frame *f)
+{
+    struct hvd_rbuf r;
+    hvd_rbuf_init(&r, f->payload, f->len);
+
+    switch (f->type) {
+    case HVD_MSG_HELLO:
+        handle_hello(job, a, &r);
+        return 0;
+    case HVD_MSG_LINE: {
+        uint32_t rank = hvd_rbuf_u32(&r);
+        uint8_t stream = hvd_rbuf_u8(&r);
+        uint8_t term = hvd_rbuf_u8(&r);
+        size_t len;
+        const uint8_t *text = hvd_rbuf_rest(&r, &len);
+        if (r.err || term > 3 || rank >= (uint32_t)job->plan->size ||
+            job->plan->ranks[rank].host != a->host)
+            return HVD_EPROTO;
+        hr_output_line(&job->out, rank, stream, term, (const char *)text, len);
+        return 0;
+    }
+    case HVD_MSG_EXIT: {
+        uint32_t rank = hvd_rbuf_u32(&r);
+        uint8_t kind = hvd_rbuf_u8(&r);
+        int32_t code = hvd_rbuf_i32(&r);
+        if (hvd_rbuf_done(&r) || rank >= (uint32_t)job->plan->size ||
+            job->plan->ranks[rank].host != a->host || kind > HVD_EXIT_NOCWD)
+            return HVD_EPROTO;
+        rank_done(job, rank, kind, code);
+        return 0;
+    }
+    case HVD_MSG_NOTE: {
+        uint8_t level = hvd_rbuf_u8(&r);
+        char *text = hvd_rbuf_strdup(&r);
+        if (text == NULL)
+            return r.err;
+        if (level == HVD_NOTE_ERROR)
+            hvd_log_error("host %s: %s", host_name(job, a->host), text);
+        else if (level == HVD_NOTE_WARN)
+            hvd_log_warn("host %s: %s", host_name(job, a->host), text);
+        else
+            hvd_log_info("host %s: %s", host_name(job, a->host), text);
+        free(text);
+        return 0;
+    }
+    default:
+        return HVD_EPROTO;
+    }
+}
+
+static void agent_closed(uv_handle_t *h)
+{
+    (void)h;
+}
+
+/* An agent is finished once its process exited and its output is read. */
+static void agent_maybe_finished(struct hr_agent *a)
+{
+    struct hr_job *job = a->job;
+    if (a->running || a->reading)
+        return;
+    uv_close((uv_handle_t *)&a->proc, agent_closed);
+    uv_close((uv_handle_t *)&a->to, agent_closed);
+    uv_close((uv_handle_t *)&a->from, agent_closed);
+    int lost = 0;
+    for (int r = 0; r < job->plan->size; r++)
+        if (job->plan->ranks[r].host == a->host && !job->ranks[r].done)
+            lost++;
+    if (lost > 0 && !job->killing) {
+        if (a->term_signal)
+            fail_job(job,
+                     "host %s: hvd-agent was killed by signal %d (%s) "
+                     "with %d ranks still running",
+                     host_name(job, a->host), a->term_signal,
+                     sigabbrev_np(a->term_signal), lost);
+        else
+            fail_job(job,
+                     "host %s: hvd-agent exited with status %lld with "
+                     "%d ranks still running",
+                     host_name(job, a->host), (long long)a->status, lost);
+    }
+    if (--job->agents_left == 0)
+        uv_stop(job->loop);
+}
+
+static void alloc_agent(uv_handle_t *h, size_t hint, uv_buf_t *buf)
+{
+    (void)h;
+    static char chunk[65536];
+    (void)hint;
+    *buf = uv_buf_init(chunk, sizeof(chunk));
+}
+
+static void on_agent_data(uv_stream_t *s, ssize_t n, const uv_buf_t *buf)
+{
+    struct hr_agent *a = s->data;
+    struct hvd_frame f;
+    int rc = 0;
+
+    if (n < 0) {
+        uv_read_stop(s);
+        a->reading = 0;
+        agent_maybe_finished(a);
+        return;
+    }
+    if ((rc = hvd_frame_reader_push(&a->reader, buf->base, (size_t)n)) == 0)
+        while ((rc = hvd_frame_reader_next(&a->reader, &f)) == 1 &&
+               (rc = handle_frame(a->job, a, &f)) == 0)
+            ;
+    if (rc < 0) {
+        fail_job(a->job,
+                 "host %s: bad message from hvd-agent (%s); is it "
+                 "the same version as horovodrun?",
+                 host_name(a->job, a->host), hvd_strerror(rc));
+        uv_read_stop(s);
+        a->reading = 0;
+        uv_process_kill(&a->proc, SIGKILL);
+    }
+}
+
+static void on_agent_exit(uv_process_t *p, int64_t status, int sig)
+{
+    struct hr_agent *a = p->data;
+    a->running = 0;
+    a->status = status;
+    a->term_signal = sig;
+    agent_maybe_finished(a);
+}
+
+static int agent_path(char *out, size_t len)
+{
+    size_t n = len;
+    if (uv_exepath(out, &n) != 0)
+        return -1;
+    char *slash = strrchr(out, '/');
+    if (slash == NULL || (size_t)(slash - out) + sizeof("/hvd-agent") > len)
+        return -1;
+    strcpy(slash, "/hvd-agent");
+    return 0;
+}
+
+static int start_agent(struct hr_job *job, struct hr_agent *a)
+{
+    char path[PATH_MAX];
+    char *args[] = {"hvd-agent", NULL};
+    uv_stdio_container_t stdio[3];
+
+    if (agent_path(path, sizeof(path)) != 0) {
+        fail_job(job, "cannot find hvd-agent next to horovodrun");
+        return -1;
+    }
+    hvd_frame_reader_init(&a->reader, HVD_FRAME_MAX);
+    uv_pipe_init(job->loop, &a->to, 0);
+    uv_pipe_init(job->loop, &a->from, 0);
+    a->to.data = a->from.data = a->proc.data = a;
+    stdio[0].flags = UV_CREATE_PIPE | UV_READABLE_PIPE;
+    stdio[0].data.stream = (uv_stream_t *)&a->to;
+    stdio[1].flags = UV_CREATE_PIPE | UV_WRITABLE_PIPE;
+    stdio[1].data.stream = (uv_stream_t *)&a->from;
+    stdio[2].flags = UV_INHERIT_FD;
+    stdio[2].data.fd = 2;
+    /* Detached: a Ctrl-C at the terminal reaches horovodrun only, which
+     * decides what the ranks get. */
+    uv_process_options_t po = {
+        .exit_cb = on_agent_exit,
+        .file = path,
+        .args = args,
+        .flags = UV_PROCESS_DETACHED,
+        .stdio_count = 3,
+        .stdio = stdio,
+    };
+    int err = uv_spawn(job->loop, &a->proc, &po);
+    if (err) {
+        uv_close((uv_handle_t *)&a->proc, agent_closed);
+        uv_close((uv_handle_t *)&a->to, agent_closed);
+        uv_close((uv_handle_t *)&a->from, agent_closed);
+        job->agents_left--;
+        fail_job(job, "host %s: cannot start %s: %s", host_name(job, a->host),
+                 path, uv_strerror(err));
+        return -1;
+    }
+    a->running = 1;
+    a->reading = 1;
+    uv_read_start((uv_stream_t *)&a->from, alloc_agent, on_agent_data);
+    hvd_log_info("host %s: started hvd-agent (pid %d) for %u ranks",
+                 host_name(job, a->host), a->proc.pid, a->nranks);
+    return 0;
+}
+
+static void on_stdin(uv_fs_t *req)
+{
+    struct hr_job *job = req->data;
+    ssize_t n = req->result;
+    uv_fs_req_cleanup(req);
+    job->stdin_busy = 0;
+    if (job->stopping)
+        return;
+    struct hr_agent *a = &job->agents[job->stdin_agent];
+    struct hvd_wbuf w;
+    uint8_t *f;
+    size_t len;
+    hvd_wbuf_init(&w);
+    /* n <= 0 is end of input (or an unreadable stdin): an empty frame. */
+    hvd_wbuf_raw(&w, job->stdin_buf, n > 0 ? (size_t)n : 0);
+    if (hvd_wbuf_finish(&w, HVD_MSG_STDIN, &f, &len) == 0)
+        send_frame(a, f, len, n > 0);
+}
+
+static void read_stdin(struct hr_job *job)
+{
+    if (job->stdin_busy)
+        return;
+    job->stdin_req.data = job;
+    uv_buf_t b = uv_buf_init(job->stdin_buf, sizeof(job->stdin_buf));
+    /* A job in the background must not be stopped by SIGTTIN: its stdin
+     * is the terminal of someone else's foreground. */
+    if (isatty(STDIN_FILENO) && tcgetpgrp(STDIN_FILENO) != getpgrp()) {
+        job->stdin_req.result = 0;
+        on_stdin(&job->stdin_req);
+        return;
+    }
+    if (uv_fs_read(job->loop, &job->stdin_req, STDIN_FILENO, &b, 1, -1,
+                   on_stdin) == 0)
+        job->stdin_busy = 1;
+}
+
+static void on_signal(uv_signal_t *h, int sig)
+{
+    struct hr_job *job = h->data;
+    if (++job->signals_seen > 1) {
+        hvd_log_warn("second signal: killing all ranks now");
+        stop_all(job, 1);
+        return;
+    }
+    job->interrupt_sig = sig;
+    hvd_log_warn("received SIG%s; forwarding it to all ranks (again to "
+                 "kill them at once)",
+                 sigabbrev_np(sig));
+    for (int i = 0; i < job->nagents; i++) {
+        struct hr_agent *a = &job->agents[i];
+        if (a->running && a->hello)
+            send_simple(a, HVD_MSG_SIGNAL, (uint32_t)sig, 0);
+        else if (a->running)
+            uv_process_kill(&a->proc, SIGTERM);
+    }
+}
+
+static void on_start_timeout(uv_timer_t *t)
+{
+    struct hr_job *job = t->data;
+    for (int i = 0; i < job->nagents; i++)
+        if (!job->agents[i].hello) {
+            fail_job(job,
+                     "host %s: hvd-agent did not start within %g s "
+                     "(--start-timeout)",
+                     host_name(job, job->agents[i].host),
+                     job->opts->start_timeout);
+            return;
+        }
+}
+
+static int summarize(struct hr_job *job)
+{
+    if (job->agent_failure) {
+        hvd_log_error("%s", job->failure);
+        return HR_EXIT_INTERNAL;
+    }
+    const char *why = "";
+    char intr[64] = "";
+    if (job->interrupt_sig) {
+        snprintf(intr, sizeof(intr),
+                 "interrupted by SIG%s: ", sigabbrev_np(job->interrupt_sig));
+        why = intr;
+    }
+    if (job->failed_rank < 0) {
+        if (job->interrupt_sig) {
+            hvd_log_error("%sall ranks exited", why);
+            return 128 + job->interrupt_sig;
+        }
+        return HR_EXIT_OK;
+    }
+    int r = job->failed_rank;
+    const struct hr_rank_state *rs = &job->ranks[r];
+    const struct hvd_slot *s = &job->plan->ranks[r];
+    const char *host = host_name(job, s->host);
+    switch (rs->kind) {
+    case HVD_EXIT_SPAWN:
+        hvd_log_error("%srank %d on %s: cannot execute '%s': %s", why, r, host,
+                      job->opts->cmd[0], strerror(rs->code));
+        return rs->code == ENOENT ? HR_EXIT_NOTFOUND : HR_EXIT_NOEXEC;
+    case HVD_EXIT_SIGNAL:
+        hvd_log_error("%srank %d (host %s, local_rank %d) was killed by "
+                      "signal %d (SIG%s); the job was stopped",
+                      why, r, host, s->local_rank, rs->code,
+                      sigabbrev_np(rs->code) ? sigabbrev_np(rs->code) : "?");
+        return 128 + (rs->code & 127);
+    default:
+        hvd_log_error("%srank %d (host %s, local_rank %d) exited with code %d;"
+                      " the job was stopped",
+                      why, r, host, s->local_rank, rs->code);
+        return rs->code & 255;
+    }
+}
+
+static void close_walk(uv_handle_t *h, void *arg)
+{
+    (void)arg;
+    if (!uv_is_closing(h))
+        uv_close(h, NULL);
+}
+
+int hr_job_run(const struct hr_opts *o, const struct hvd_hostlist *hosts,
+               const struct hvd_plan *plan)
+{
+    struct hr_job job = {0};
+    uint8_t secret[HVD_SECRET_LEN];
+    char err[512];
+    int rc;
+
+    job.loop = uv_default_loop();
+    job.opts = o;
+    job.hosts = hosts;
+    job.plan = plan;
+    job.failed_rank = -1;
+    job.stdin_agent = -1;
+    signal(SIGPIPE, SIG_IGN);
+
+    for (size_t h = 0; h < hosts->n; h++) {
+        if (hvd_plan_host_ranks(plan, (int)h) > 0 &&
+            !hr_host_is_local(hosts->hosts[h].name)) {
+            hvd_log_error("host '%s' is not this machine; starting ranks on "
+                          "other hosts over SSH is not supported by this "
+                          "build yet",
+                          hosts->hosts[h].name);
+            return HR_EXIT_USAGE;
+        }
+    }
+    if (getcwd(job.cwd, sizeof(job.cwd)) == NULL) {
+        hvd_log_error("cannot get the working directory: %s", strerror(errno));
+        return HR_EXIT_INTERNAL;
+    }
+    if ((rc = hr_output_init(&job.out, plan, o->output_dir, err,
+                             sizeof(err))) != 0) {
+        hvd_log_error("%s", err);
+        hr_output_close(&job.out);
+        return HR_EXIT_USAGE;
+    }
+    if (hvd_secret_new(secret) != 0) {
+        hvd_log_error("cannot read random bytes for the job secret: %s",
+                      strerror(errno));
+        return HR_EXIT_INTERNAL;
+    }
+    hvd_hex_encode(secret, sizeof(secret), job.secret_hex);
+    if ((rc = hr_rdv_start(&job.rdv, job.loop, "127.0.0.1")) != 0) {
+        hvd_log_error("cannot start the rendezvous server on 127.0.0.1: %s",
+                      uv_strerror(rc));
+        return HR_EXIT_INTERNAL;
+    }
+    job.master_port = hr_free_port();
+    hvd_log_info("rendezvous server on %s:%d; MASTER_PORT %d", job.rdv.addr,
+                 job.rdv.port, job.master_port);
+
+    job.ranks = calloc((size_t)plan->size, sizeof(*job.ranks));
+    job.agents = calloc(hosts->n, sizeof(*job.agents));
+    if (job.ranks == NULL || job.agents == NULL) {
+        hvd_log_error("out of memory for %d ranks", plan->size);
+        return HR_EXIT_INTERNAL;
+    }
+    for (size_t h = 0; h < hosts->n; h++) {
+        int n = hvd_plan_host_ranks(plan, (int)h);
+        if (n == 0)
+            continue;
+        struct hr_agent *a = &job.agents[job.nagents];
+        a->job = &job;
+        a->host = (int)h;
+        a->nranks = (uint32_t)n;
+        if ((int)h == plan->ranks[0].host)
+            job.stdin_agent = job.nagents;
+        job.nagents++;
+    }
+    job.agents_left = job.nagents;
+
+    uv_timer_init(job.loop, &job.start_timer);
+    uv_timer_init(job.loop, &job.stop_timer);
+    job.start_timer.data = job.stop_timer.data = &job;
+    uv_signal_t *sigs[] = {&job.sigint, &job.sigterm, &job.sighup};
+    int signums[] = {SIGINT, SIGTERM, SIGHUP};
+    for (int i = 0; i < 3; i++) {
+        uv_signal_init(job.loop, sigs[i]);
+        sigs[i]->data = &job;
+        uv_signal_start(sigs[i], on_signal, signums[i]);
+    }
+    uv_timer_start(&job.start_timer, on_start_timeout,
+                   (uint64_t)(o->start_timeout * 1000), 0);
+    for (int i = 0; i < job.nagents && !job.stopping; i++)
+        start_agent(&job, &job.agents[i]);
+    if (job.agents_left > 0)
+        uv_run(job.loop, UV_RUN_DEFAULT);
+
+    rc = summarize(&job);
+
+    /* A stdin read may still block in the thread pool; everything else
+     * is closed so that sanitizers see no leaks. */
+    uv_walk(job.loop, close_walk, NULL);
+    uv_run(job.loop, UV_RUN_NOWAIT);
+    for (int i = 0; i < job.nagents; i++)
+        hvd_frame_reader_close(&job.agents[i].reader);
+    hr_output_close(&job.out);
+    free(job.agents);
+    free(job.ranks);
+    if (!job.stdin_busy)
+        uv_loop_close(job.loop);
+    return rc;
+}

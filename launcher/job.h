@@ -1,0 +1,82 @@
+/* The job controller: agents, output, fail-fast, signals, the summary. */
+#ifndef HR_JOB_H
+#define HR_JOB_H
+
+#include <stdint.h>
+#include <uv.h>
+
+#include "cli.h"
+#include "common/frame.h"
+#include "common/hostspec.h"
+#include "common/plan.h"
+#include "common/secret.h"
+#include "output.h"
+#include "rdv.h"
+
+/* horovodrun's own exit codes; a failed rank's code is passed through. */
+enum hr_exit {
+    HR_EXIT_OK = 0,
+    HR_EXIT_INTERNAL = 1,  /* horovodrun or an agent failed */
+    HR_EXIT_USAGE = 2,     /* bad command line or host list */
+    HR_EXIT_NOEXEC = 126,  /* the command is not executable */
+    HR_EXIT_NOTFOUND = 127 /* the command was not found */
+};
+
+struct hr_job;
+
+struct hr_agent {
+    struct hr_job *job;
+    int host; /* index in the host list */
+    uv_process_t proc;
+    uv_pipe_t to;   /* frames to the agent (its stdin) */
+    uv_pipe_t from; /* frames from the agent (its stdout) */
+    struct hvd_frame_reader reader;
+    int hello;      /* HELLO received and JOB sent */
+    int running;    /* process not exited yet */
+    int reading;    /* from-pipe not at EOF yet */
+    int64_t status; /* exit status of the agent process */
+    int term_signal;
+    uint32_t nranks; /* ranks placed on this host */
+};
+
+struct hr_rank_state {
+    int done;
+    uint8_t kind;
+    int32_t code;
+};
+
+struct hr_job {
+    uv_loop_t *loop;
+    const struct hr_opts *opts;
+    const struct hvd_hostlist *hosts;
+    const struct hvd_plan *plan;
+    struct hr_agent *agents;
+    int nagents;
+    int agents_left; /* agents not fully finished */
+    struct hr_rank_state *ranks;
+    int ranks_done;
+    struct hr_output out;
+    struct hr_rdv rdv;
+    uv_signal_t sigint, sigterm, sighup;
+    uv_timer_t start_timer, stop_timer;
+    int signals_seen;
+    int interrupt_sig; /* the signal that interrupted the job, or 0 */
+    int stopping;      /* graceful stop sent to the agents */
+    int killing;       /* SIGKILL sent to the agents */
+    int failed_rank;   /* first failing rank, or -1 */
+    int agent_failure; /* an agent or horovodrun itself failed */
+    char failure[512]; /* the summary when agent_failure */
+    int master_port;
+    char cwd[4096]; /* where the ranks run, on every host */
+    char secret_hex[2 * HVD_SECRET_LEN + 1];
+    int stdin_agent; /* agent that hosts rank 0, or -1 */
+    uv_fs_t stdin_req;
+    int stdin_busy;
+    char stdin_buf[65536];
+};
+
+/* Runs the job to completion; returns horovodrun's exit code. */
+int hr_job_run(const struct hr_opts *o, const struct hvd_hostlist *hosts,
+               const struct hvd_plan *plan);
+
+#endif

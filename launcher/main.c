@@ -1,0 +1,59 @@
+/* horovodrun: parse the command line, plan the ranks, run the job. */
+#include <stdio.h>
+
+#include "cli.h"
+#include "common/hostspec.h"
+#include "common/hvd_err.h"
+#include "common/log.h"
+#include "common/plan.h"
+#include "job.h"
+
+int main(int argc, char **argv)
+{
+    struct hr_opts o;
+    struct hvd_hostlist hl;
+    struct hvd_plan plan = {0};
+    char err[512];
+    int rc;
+
+    hvd_log_init("horovodrun", 0);
+    hvd_hostlist_init(&hl);
+    rc = hr_cli_parse(&o, argc, argv, stdout, err, sizeof(err));
+    if (rc == HR_CLI_DONE)
+        return 0;
+    if (rc == HR_CLI_USAGE) {
+        hvd_log_error("%s", err);
+        return HR_EXIT_USAGE;
+    }
+    hvd_log_init("horovodrun", o.verbose);
+
+    if (o.hosts)
+        rc = hvd_hostlist_parse_spec(&hl, o.hosts, err, sizeof(err));
+    else if (o.hostfile)
+        rc = hvd_hostlist_parse_file(&hl, o.hostfile, err, sizeof(err));
+    else
+        rc = hvd_hostlist_add(&hl, "localhost", o.np);
+    if (rc != 0) {
+        hvd_log_error("%s", err);
+        rc = HR_EXIT_USAGE;
+        goto out;
+    }
+    rc = hvd_plan_build(&plan, &hl, o.np);
+    if (rc == HVD_ENOSLOTS) {
+        hvd_log_error("-np %d is more than the %ld slots in the host list; "
+                      "lower -np or add slots",
+                      o.np, hvd_hostlist_slots(&hl));
+        rc = HR_EXIT_USAGE;
+        goto out;
+    }
+    if (rc != 0) {
+        hvd_log_error("cannot plan %d ranks: %s", o.np, hvd_strerror(rc));
+        rc = HR_EXIT_INTERNAL;
+        goto out;
+    }
+    rc = hr_job_run(&o, &hl, &plan);
+out:
+    hvd_plan_close(&plan);
+    hvd_hostlist_close(&hl);
+    return rc;
+}

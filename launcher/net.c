@@ -1,0 +1,62 @@
+/* Local-host detection and free-port lookup. */
+#include "net.h"
+
+#include <netdb.h>
+#include <netinet/in.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "common/hvd_err.h"
+
+int hr_host_is_local(const char *name)
+{
+    static const char *fixed[] = {"localhost", "127.0.0.1", "::1"};
+    char self[256] = "";
+
+    for (size_t i = 0; i < sizeof(fixed) / sizeof(fixed[0]); i++)
+        if (strcmp(name, fixed[i]) == 0)
+            return 1;
+    if (gethostname(self, sizeof(self) - 1) != 0)
+        return 0;
+    if (strcmp(name, self) == 0)
+        return 1;
+    /* "node1" and "node1.cluster" name the same machine. */
+    size_t sl = strcspn(self, "."), nl = strcspn(name, ".");
+    if (sl == nl && strncmp(self, name, sl) == 0 &&
+        (self[sl] == '\0' || name[nl] == '\0'))
+        return 1;
+    /* The canonical name, for hosts known by their FQDN. */
+    struct addrinfo hints = {.ai_flags = AI_CANONNAME};
+    struct addrinfo *ai = NULL;
+    int local = 0;
+    if (getaddrinfo(self, NULL, &hints, &ai) == 0 && ai && ai->ai_canonname)
+        local = strcmp(ai->ai_canonname, name) == 0;
+    if (ai)
+        freeaddrinfo(ai);
+    return local;
+}
+
+int hr_free_port(void)
+{
+    struct sockaddr_in6 a = {.sin6_family = AF_INET6};
+    socklen_t len = sizeof(a);
+    int fd = socket(AF_INET6, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    int port = HVD_ESYS;
+
+    if (fd < 0) {
+        /* No IPv6: ask IPv4. */
+        struct sockaddr_in a4 = {.sin_family = AF_INET};
+        socklen_t len4 = sizeof(a4);
+        fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+        if (fd >= 0 && bind(fd, (struct sockaddr *)&a4, sizeof(a4)) == 0 &&
+            getsockname(fd, (struct sockaddr *)&a4, &len4) == 0)
+            port = ntohs(a4.sin_port);
+    } else if (bind(fd, (struct sockaddr *)&a, sizeof(a)) == 0 &&
+               getsockname(fd, (struct sockaddr *)&a, &len) == 0) {
+        port = ntohs(a.sin6_port);
+    }
+    if (fd >= 0)
+        close(fd);
+    return port;
+}

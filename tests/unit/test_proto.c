@@ -1,0 +1,146 @@
+/* Unit tests for the job spec codec (common/proto.c). */
+#include <criterion/criterion.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/frame.h"
+#include "common/hvd_err.h"
+#include "common/proto.h"
+
+static void sample(struct hvd_jobspec *js)
+{
+    hvd_jobspec_init(js);
+    js->cwd = strdup("/work dir");
+    hvd_strvec_push(&js->argv, "python3");
+    hvd_strvec_push(&js->argv, "train.py");
+    hvd_strvec_push(&js->env, "PATH=/usr/bin");
+    js->kill_grace_ms = 5000;
+    js->gpu_pinning = 1;
+    struct hvd_jobrank *r = hvd_jobspec_add_rank(js, 4, 0);
+    hvd_strvec_push(&r->env, "HOROVOD_RANK=4");
+    r = hvd_jobspec_add_rank(js, 5, 1);
+    hvd_strvec_push(&r->env, "HOROVOD_RANK=5");
+}
+
+static void encode(const struct hvd_jobspec *js, uint8_t **f, size_t *len)
+{
+    cr_assert_eq(hvd_jobspec_encode(js, f, len), 0);
+    cr_assert_eq((*f)[3], HVD_MSG_JOB);
+}
+
+Test(proto, round_trip)
+{
+    struct hvd_jobspec in, out;
+    uint8_t *f;
+    size_t len;
+
+    sample(&in);
+    encode(&in, &f, &len);
+    hvd_jobspec_init(&out);
+    cr_assert_eq(
+        hvd_jobspec_decode(&out, f + HVD_FRAME_HDR, len - HVD_FRAME_HDR), 0);
+    cr_expect_str_eq(out.cwd, "/work dir");
+    cr_assert_eq(out.argv.n, 2);
+    cr_expect_str_eq(out.argv.v[1], "train.py");
+    cr_expect_null(out.argv.v[2]);
+    cr_expect_str_eq(out.env.v[0], "PATH=/usr/bin");
+    cr_expect_eq(out.kill_grace_ms, 5000);
+    cr_expect_eq(out.gpu_pinning, 1);
+    cr_assert_eq(out.nranks, 2);
+    cr_expect_eq(out.ranks[1].rank, 5);
+    cr_expect_eq(out.ranks[1].local_rank, 1);
+    cr_expect_str_eq(out.ranks[1].env.v[0], "HOROVOD_RANK=5");
+    hvd_jobspec_close(&out);
+    hvd_jobspec_close(&in);
+    free(f);
+}
+
+Test(proto, every_truncation_is_rejected)
+{
+    struct hvd_jobspec in;
+    uint8_t *f;
+    size_t len;
+
+    sample(&in);
+    encode(&in, &f, &len);
+    for (size_t cut = 0; cut < len - HVD_FRAME_HDR; cut++) {
+        struct hvd_jobspec out;
+        hvd_jobspec_init(&out);
+        int rc = hvd_jobspec_decode(&out, f + HVD_FRAME_HDR, cut);
+        cr_expect_lt(rc, 0, "cut at %zu accepted", cut);
+        hvd_jobspec_close(&out);
+    }
+    hvd_jobspec_close(&in);
+    free(f);
+}
+
+static int decode_modified(void (*mod)(struct hvd_jobspec *))
+{
+    struct hvd_jobspec in, out;
+    uint8_t *f;
+    size_t len;
+    sample(&in);
+    mod(&in);
+    encode(&in, &f, &len);
+    hvd_jobspec_init(&out);
+    int rc = hvd_jobspec_decode(&out, f + HVD_FRAME_HDR, len - HVD_FRAME_HDR);
+    hvd_jobspec_close(&out);
+    hvd_jobspec_close(&in);
+    free(f);
+    return rc;
+}
+
+static void dup_rank(struct hvd_jobspec *js)
+{
+    js->ranks[1].rank = 4;
+}
+
+static void no_ranks(struct hvd_jobspec *js)
+{
+    for (uint32_t i = 0; i < js->nranks; i++)
+        hvd_strvec_close(&js->ranks[i].env);
+    js->nranks = 0;
+}
+
+static void no_argv(struct hvd_jobspec *js)
+{
+    hvd_strvec_close(&js->argv);
+}
+
+Test(proto, invalid_specs_are_rejected)
+{
+    cr_expect_eq(decode_modified(dup_rank), HVD_EPROTO);
+    cr_expect_eq(decode_modified(no_ranks), HVD_EPROTO);
+    cr_expect_eq(decode_modified(no_argv), HVD_EPROTO);
+}
+
+Test(proto, forged_counts_do_not_allocate)
+{
+    /* cwd "", then an argv count of 4 billion with no data behind it. */
+    uint8_t p[] = {0, 0, 0, 0, 0xff, 0xff, 0xff, 0xff};
+    struct hvd_jobspec out;
+    hvd_jobspec_init(&out);
+    cr_expect_eq(hvd_jobspec_decode(&out, p, sizeof(p)), HVD_EPROTO);
+    cr_expect_eq(out.argv.n, 0);
+    hvd_jobspec_close(&out);
+}
+
+Test(proto, trailing_garbage_is_rejected)
+{
+    struct hvd_jobspec in, out;
+    uint8_t *f;
+    size_t len;
+    sample(&in);
+    encode(&in, &f, &len);
+    uint8_t *g = malloc(len + 1);
+    memcpy(g, f, len);
+    g[len] = 0;
+    hvd_jobspec_init(&out);
+    cr_expect_eq(
+        hvd_jobspec_decode(&out, g + HVD_FRAME_HDR, len + 1 - HVD_FRAME_HDR),
+        HVD_EPROTO);
+    hvd_jobspec_close(&out);
+    hvd_jobspec_close(&in);
+    free(f);
+    free(g);
+}
