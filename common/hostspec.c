@@ -9,7 +9,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include "hvd_err.h"
@@ -19,26 +18,30 @@
 /* Longest piece of a bad hostfile line quoted back in a message. */
 #define QUOTE_MAX 80
 
+/* One host of the list, as the duplicate check sees it. */
+struct seen {
+    const char *name;   /* owned by the host list */
+    size_t pos;         /* index in the host list */
+    unsigned long line; /* hostfile line; 0 for -H and for earlier hosts */
+};
+
 /*
- * A hash index from host name to position in the list, so that duplicate
- * checks stay O(1) per host even for hostfiles with many thousands of
- * lines. It lives only for the duration of one parse call.
+ * The state of one parse call. Duplicates are not looked up host by host:
+ * seen holds one entry per listed host, and is sorted by name once the
+ * parse is over, which finds every repeated name in O(n log n).
  */
-struct name_entry {
-    size_t host;        /* index into hl->hosts plus one; 0 when free */
-    unsigned long line; /* hostfile line that listed it; 0 if none */
+struct parser {
+    struct hvd_hostlist *hl;
+    size_t before; /* hosts in the list when the parse started */
+    struct seen *seen;
+    size_t nseen;
+    const char *fname; /* hostfile name for messages; NULL for -H */
+    char *err;
+    size_t errlen;
 };
 
-struct name_index {
-    struct name_entry *e;
-    size_t mask; /* number of entries minus one; a power of two minus one */
-    size_t used;
-};
-
-static void seterr(char *err, size_t errlen, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-
-static void seterr(char *err, size_t errlen, const char *fmt, ...)
+static void __attribute__((format(printf, 3, 4)))
+seterr(char *err, size_t errlen, const char *fmt, ...)
 {
     va_list ap;
 
@@ -48,6 +51,41 @@ static void seterr(char *err, size_t errlen, const char *fmt, ...)
     if (vsnprintf(err, errlen, fmt, ap) < 0)
         err[0] = '\0';
     va_end(ap);
+}
+
+/* Clears the message, or sets it and returns HVD_EINVAL on bad arguments. */
+static int start(char *err, size_t errlen, int args_ok)
+{
+    seterr(err, errlen, "%s", args_ok ? "" : "invalid argument");
+    return args_ok ? 0 : HVD_EINVAL;
+}
+
+/*
+ * Returns arr (n elements of size bytes) with room for one more, or NULL.
+ * The arrays keep no capacity field, so it is implied by n: they double when
+ * n is zero or a power of two, which keeps appends amortized O(1).
+ */
+static void *grow(void *arr, size_t n, size_t size)
+{
+    if (n != 0 && (n & (n - 1)) != 0)
+        return arr;
+    if (n > SIZE_MAX / 2 / size)
+        return NULL;
+    return realloc(arr, (n ? n * 2 : 1) * size);
+}
+
+/* Appends a host; the list takes over name on success. */
+static int append(struct hvd_hostlist *hl, char *name, int slots)
+{
+    struct hvd_host *h = grow(hl->hosts, hl->n, sizeof(*h));
+
+    if (h == NULL)
+        return HVD_ENOMEM;
+    hl->hosts = h;
+    h[hl->n].name = name;
+    h[hl->n].slots = slots;
+    hl->n++;
+    return 0;
 }
 
 void hvd_hostlist_init(struct hvd_hostlist *hl)
@@ -70,33 +108,6 @@ void hvd_hostlist_close(struct hvd_hostlist *hl)
     hvd_hostlist_init(hl);
 }
 
-/*
- * Appends a host whose name the list takes over on success. The struct has
- * no capacity field, so the capacity is implied by n: the array is sized to
- * the next power of two, and grows (doubling) only when n is zero or a
- * power of two. That keeps appends amortized O(1).
- */
-static int append_host(struct hvd_hostlist *hl, char *name, int slots)
-{
-    size_t n = hl->n;
-    size_t ncap;
-    struct hvd_host *nh;
-
-    if (n == 0 || (n & (n - 1)) == 0) {
-        ncap = n ? n * 2 : 1;
-        if (ncap < n || ncap > SIZE_MAX / sizeof(*nh))
-            return HVD_ENOMEM;
-        nh = realloc(hl->hosts, ncap * sizeof(*nh));
-        if (nh == NULL)
-            return HVD_ENOMEM;
-        hl->hosts = nh;
-    }
-    hl->hosts[n].name = name;
-    hl->hosts[n].slots = slots;
-    hl->n = n + 1;
-    return 0;
-}
-
 int hvd_hostlist_add(struct hvd_hostlist *hl, const char *name, int slots)
 {
     char *copy;
@@ -114,7 +125,7 @@ int hvd_hostlist_add(struct hvd_hostlist *hl, const char *name, int slots)
     copy = strdup(name);
     if (copy == NULL)
         return HVD_ENOMEM;
-    rc = append_host(hl, copy, slots);
+    rc = append(hl, copy, slots);
     if (rc < 0)
         free(copy);
     return rc;
@@ -127,137 +138,114 @@ long hvd_hostlist_slots(const struct hvd_hostlist *hl)
 
     if (hl == NULL)
         return 0;
-    for (i = 0; i < hl->n; i++) {
-        if (hl->hosts[i].slots > 0)
-            sum += hl->hosts[i].slots;
-    }
+    for (i = 0; i < hl->n; i++)
+        sum += hl->hosts[i].slots > 0 ? hl->hosts[i].slots : 0;
     return sum;
 }
 
-/* FNV-1a: short, and good enough for host names. */
-static size_t hash_name(const char *s)
+/* Records a listed host for the duplicate check. */
+static int note(struct parser *ps, const char *name, size_t pos,
+                unsigned long line)
 {
-    uint64_t h = 14695981039346656037u;
+    struct seen *s = grow(ps->seen, ps->nseen, sizeof(*s));
 
-    for (; *s != '\0'; s++) {
-        h ^= (unsigned char)*s;
-        h *= 1099511628211u;
-    }
-    return (size_t)h;
-}
-
-/* The entry that holds name, or the free entry where it would go. */
-static struct name_entry *index_slot(const struct name_index *ix,
-                                     const struct hvd_hostlist *hl,
-                                     const char *name)
-{
-    size_t j = hash_name(name) & ix->mask;
-
-    while (ix->e[j].host != 0 &&
-           strcmp(hl->hosts[ix->e[j].host - 1].name, name) != 0)
-        j = (j + 1) & ix->mask;
-    return &ix->e[j];
-}
-
-/* Rehashes into count entries (a power of two larger than used). */
-static int index_resize(struct name_index *ix, const struct hvd_hostlist *hl,
-                        size_t count)
-{
-    struct name_entry *ne;
-    size_t i;
-    size_t j;
-
-    ne = calloc(count, sizeof(*ne));
-    if (ne == NULL)
+    if (s == NULL)
         return HVD_ENOMEM;
-    for (i = 0; ix->e != NULL && i <= ix->mask; i++) {
-        if (ix->e[i].host == 0)
-            continue;
-        j = hash_name(hl->hosts[ix->e[i].host - 1].name) & (count - 1);
-        while (ne[j].host != 0)
-            j = (j + 1) & (count - 1);
-        ne[j] = ix->e[i];
-    }
-    free(ix->e);
-    ix->e = ne;
-    ix->mask = count - 1;
+    ps->seen = s;
+    s[ps->nseen++] = (struct seen){name, pos, line};
     return 0;
 }
 
-/* Keeps the load factor at most one half after one more insertion. */
-static int index_reserve(struct name_index *ix, const struct hvd_hostlist *hl)
+/* Starts a parse. The hosts already listed count for duplicates too. */
+static int parser_init(struct parser *ps, struct hvd_hostlist *hl,
+                       const char *fname, char *err, size_t errlen)
 {
-    size_t count = ix->mask + 1;
-
-    if ((ix->used + 1) <= count / 2)
-        return 0;
-    if (count > SIZE_MAX / 2 / sizeof(struct name_entry))
-        return HVD_ENOMEM;
-    return index_resize(ix, hl, count * 2);
-}
-
-static void index_close(struct name_index *ix)
-{
-    free(ix->e);
-    ix->e = NULL;
-}
-
-/* Indexes the hosts already in the list; they count for duplicates too. */
-static int index_init(struct name_index *ix, const struct hvd_hostlist *hl)
-{
-    struct name_entry *slot;
-    size_t count = 16;
     size_t i;
-    int rc;
+    int rc = 0;
 
-    ix->e = NULL;
-    ix->mask = 0;
-    ix->used = 0;
-    while (count / 2 < hl->n + 1) {
-        if (count > SIZE_MAX / 2 / sizeof(struct name_entry))
-            return HVD_ENOMEM;
-        count *= 2;
-    }
-    rc = index_resize(ix, hl, count);
+    *ps = (struct parser){.hl = hl,
+                          .before = hl->n,
+                          .fname = fname,
+                          .err = err,
+                          .errlen = errlen};
+    for (i = 0; rc == 0 && i < hl->n; i++)
+        rc = note(ps, hl->hosts[i].name, i, 0);
+    return rc;
+}
+
+/* Appends a parsed host, taking over name on success. */
+static int add_host(struct parser *ps, char *name, int slots,
+                    unsigned long line)
+{
+    int rc = note(ps, name, ps->hl->n, line);
+
     if (rc < 0)
         return rc;
-    for (i = 0; i < hl->n; i++) {
-        slot = index_slot(ix, hl, hl->hosts[i].name);
-        if (slot->host != 0)
-            continue;
-        slot->host = i + 1;
-        slot->line = 0;
-        ix->used++;
-    }
-    return 0;
+    rc = append(ps->hl, name, slots);
+    /* The caller frees name, so seen must not keep pointing at it. */
+    if (rc < 0)
+        ps->nseen--;
+    return rc;
+}
+
+static int cmp_seen(const void *a, const void *b)
+{
+    const struct seen *x = a;
+    const struct seen *y = b;
+    int c = strcmp(x->name, y->name);
+
+    return c != 0 ? c : (x->pos > y->pos) - (x->pos < y->pos);
 }
 
 /*
- * Appends a host unless its name is already listed. Takes over name on
- * success; on HVD_EDUP *dup is the entry of the earlier host.
+ * Ends a parse that stopped with rc. A repeated host is an error at its
+ * second listing, and any other error stopped the parse after every host
+ * that was listed; so the repeat whose second listing comes first wins over
+ * rc, and the list is cut back to the hosts before it, just as if the parse
+ * had stopped there.
  */
-static int index_add(struct name_index *ix, struct hvd_hostlist *hl, char *name,
-                     int slots, unsigned long line,
-                     const struct name_entry **dup)
+static int parser_finish(struct parser *ps, int rc)
 {
-    struct name_entry *slot;
-    int rc;
+    struct hvd_hostlist *hl = ps->hl;
+    const struct seen *s = ps->seen;
+    const struct seen *first = NULL;
+    const struct seen *dup = NULL;
+    size_t run = 0;
+    size_t i;
 
-    rc = index_reserve(ix, hl);
-    if (rc < 0)
-        return rc;
-    slot = index_slot(ix, hl, name);
-    if (slot->host != 0) {
-        *dup = slot;
-        return HVD_EDUP;
+    if (ps->nseen > 1)
+        qsort(ps->seen, ps->nseen, sizeof(*s), cmp_seen);
+    for (i = 1; i < ps->nseen; i++) {
+        if (strcmp(s[i].name, s[run].name) != 0) {
+            run = i;
+        } else if (s[i].pos >= ps->before &&
+                   (dup == NULL || s[i].pos < dup->pos)) {
+            dup = &s[i];
+            first = &s[run];
+        }
     }
-    rc = append_host(hl, name, slots);
-    if (rc < 0)
-        return rc;
-    slot->host = hl->n;
-    slot->line = line;
-    ix->used++;
-    return 0;
+    if (dup != NULL) {
+        if (ps->fname == NULL)
+            seterr(ps->err, ps->errlen,
+                   "host '%s' appears more than once in -H; list each host "
+                   "once with all its slots",
+                   dup->name);
+        else if (first->line != 0)
+            seterr(ps->err, ps->errlen,
+                   "%s:%lu: host '%s' is listed again (first on line %lu)",
+                   ps->fname, dup->line, dup->name, first->line);
+        else
+            seterr(ps->err, ps->errlen,
+                   "%s:%lu: host '%s' is already in the host list", ps->fname,
+                   dup->line, dup->name);
+        while (hl->n > dup->pos)
+            free(hl->hosts[--hl->n].name);
+        rc = HVD_EDUP;
+    }
+    if (rc == HVD_ENOMEM)
+        seterr(ps->err, ps->errlen, "out of memory");
+    free(ps->seen);
+    return rc;
 }
 
 /*
@@ -265,27 +253,18 @@ static int index_add(struct name_index *ix, struct hvd_hostlist *hl, char *name,
  * break the ssh command line; brackets, commas and '=' belong to the spec
  * syntax and are always a typo inside a name.
  */
-static int name_byte_ok(unsigned char c)
-{
-    return c > 0x20 && c != 0x7f && c != '[' && c != ']' && c != ',' &&
-           c != '=';
-}
-
 static int bytes_ok(const char *s, size_t len)
 {
     size_t i;
 
     for (i = 0; i < len; i++) {
-        if (!name_byte_ok((unsigned char)s[i]))
+        unsigned char c = (unsigned char)s[i];
+
+        if (c <= 0x20 || c == 0x7f || c == '[' || c == ']' || c == ',' ||
+            c == '=')
             return 0;
     }
     return 1;
-}
-
-/* A "user@" part needs a user before the '@' and a host after the last. */
-static int user_host_ok(const char *s, size_t len)
-{
-    return len > 0 && bytes_ok(s, len) && s[0] != '@' && s[len - 1] != '@';
 }
 
 /*
@@ -296,29 +275,25 @@ static int user_host_ok(const char *s, size_t len)
 static int make_name(const char *s, size_t len, char **out)
 {
     const char *lb = memchr(s, '[', len);
-    const char *end = s + len;
-    size_t ulen = 0;
-    size_t hlen = len;
+    size_t ulen = 0; /* the "user@" in front of a bracket */
     const char *host = s;
+    size_t hlen = len;
     char *name;
 
     *out = NULL;
     if (lb != NULL) {
-        /* Bracketed: an optional "user@" prefix, then "[addr]" to the end. */
         ulen = (size_t)(lb - s);
-        if (ulen > 0 && (ulen < 2 || s[0] == '@' || s[ulen - 1] != '@' ||
-                         !bytes_ok(s, ulen)))
-            return HVD_EPARSE;
-        if (end - lb < 3 || end[-1] != ']')
+        if ((ulen > 0 && (s[0] == '@' || s[ulen - 1] != '@')) ||
+            len - ulen < 3 || s[len - 1] != ']')
             return HVD_EPARSE;
         host = lb + 1;
-        hlen = (size_t)(end - 1 - host);
-        if (!bytes_ok(host, hlen))
-            return HVD_EPARSE;
-    } else if (!user_host_ok(s, len)) {
+        hlen = len - ulen - 2;
+    } else if (len == 0 || s[0] == '@' || s[len - 1] == '@') {
+        /* Both a user and a host are needed around the '@'. */
         return HVD_EPARSE;
     }
-
+    if (!bytes_ok(s, ulen) || !bytes_ok(host, hlen))
+        return HVD_EPARSE;
     name = malloc(ulen + hlen + 1);
     if (name == NULL)
         return HVD_ENOMEM;
@@ -354,111 +329,51 @@ static int parse_slots(const char *s, size_t len, int *slots)
     return v < 1 || v > HVD_MAX_SLOTS ? HVD_ERANGE : 0;
 }
 
-/*
- * Splits one -H token into its name (as written) and slot text. Returns
- * HVD_EPARSE if the shape is wrong; names are checked by make_name.
- */
-static int split_token(const char *t, size_t len, size_t *namelen,
-                       const char **slots, size_t *slotslen)
+/* Parses and appends one -H token, "name[:slots]". */
+static int parse_token(struct parser *ps, const char *t, size_t len)
 {
     const char *lb = memchr(t, '[', len);
-    const char *rb;
-    const char *colon = NULL;
-    size_t i;
-
-    if (lb != NULL) {
-        /* "[addr]" or "[addr]:slots", maybe with "user@" in front. */
-        rb = memchr(lb, ']', len - (size_t)(lb - t));
-        if (rb == NULL)
-            return HVD_EPARSE;
-        *namelen = (size_t)(rb - t) + 1;
-        if (*namelen < len && t[*namelen] != ':')
-            return HVD_EPARSE;
-        if (*namelen < len)
-            colon = t + *namelen;
-    } else {
-        /* Several colons: an IPv6 address with slots, split at the last. */
-        for (i = len; i > 0; i--) {
-            if (t[i - 1] == ':') {
-                colon = t + i - 1;
-                break;
-            }
-        }
-        *namelen = colon ? (size_t)(colon - t) : len;
-        /* "fe80::1" would become host "fe80:" with 1 slot: refuse it. */
-        if (*namelen > 0 && t[*namelen - 1] == ':')
-            return HVD_EPARSE;
-    }
-    if (colon == NULL) {
-        *slots = NULL;
-        *slotslen = 0;
-    } else {
-        *slots = colon + 1;
-        *slotslen = len - (size_t)(colon + 1 - t);
-    }
-    return 0;
-}
-
-static void err_malformed_token(char *err, size_t errlen, const char *t,
-                                size_t len)
-{
-    seterr(err, errlen,
-           "malformed -H entry '%.*s': expected host:slots with slots a "
-           "positive integer",
-           (int)len, t);
-}
-
-/* Parses and appends one -H token. */
-static int parse_token(struct hvd_hostlist *hl, struct name_index *ix,
-                       const char *t, size_t len, char *err, size_t errlen)
-{
-    const struct name_entry *dup = NULL;
-    const char *stext;
+    const char *rb = lb ? memchr(lb, ']', len - (size_t)(lb - t)) : NULL;
+    const char *colon; /* in front of the slot count, if there is one */
     size_t namelen;
-    size_t slen;
     char *name = NULL;
     int slots = 1;
-    int rc;
+    int rc = HVD_EPARSE;
 
     if (len > INT_MAX) {
-        rc = HVD_EPARSE;
-        seterr(err, errlen, "-H entry is too long");
-        goto out;
+        seterr(ps->err, ps->errlen, "-H entry is too long");
+        return HVD_EPARSE;
     }
-    rc = split_token(t, len, &namelen, &stext, &slen);
-    if (rc < 0) {
-        err_malformed_token(err, errlen, t, len);
-        goto out;
+    if (lb != NULL) {
+        /* The bracket ends the name, and only ":slots" may follow it. */
+        namelen = rb ? (size_t)(rb + 1 - t) : len;
+        colon = namelen < len ? t + namelen : NULL;
+        if (rb != NULL && (colon == NULL || *colon == ':'))
+            rc = make_name(t, namelen, &name);
+    } else {
+        /* Unbracketed IPv6 has colons too: the slots follow the last one. */
+        colon = memrchr(t, ':', len);
+        namelen = colon ? (size_t)(colon - t) : len;
+        /* "fe80::1" would become host "fe80:" with 1 slot: refuse it. */
+        if (namelen == 0 || t[namelen - 1] != ':')
+            rc = make_name(t, namelen, &name);
     }
-    rc = make_name(t, namelen, &name);
-    if (rc == HVD_EPARSE)
-        err_malformed_token(err, errlen, t, len);
-    if (rc < 0)
-        goto out;
-    if (stext != NULL) {
-        rc = parse_slots(stext, slen, &slots);
-        /* Zero slots reads as a typo; only a huge count gets its own text. */
-        if (rc == HVD_ERANGE && slots > 0)
-            seterr(err, errlen,
-                   "-H entry '%.*s': %.*s slots is more than the maximum "
-                   "of %d",
-                   (int)len, t, (int)slen, stext, HVD_MAX_SLOTS);
-        else if (rc < 0)
-            err_malformed_token(err, errlen, t, len);
-        if (rc < 0)
-            goto out;
-    }
-    rc = index_add(ix, hl, name, slots, 0, &dup);
-    if (rc == HVD_EDUP)
-        seterr(err, errlen,
-               "host '%s' appears more than once in -H; list each host once "
-               "with all its slots",
-               name);
+    if (rc == 0 && colon != NULL)
+        rc = parse_slots(colon + 1, len - namelen - 1, &slots);
+    if (rc == 0)
+        rc = add_host(ps, name, slots, 0);
     if (rc == 0)
         name = NULL;
-out:
-    if (rc == HVD_ENOMEM)
-        seterr(err, errlen, "out of memory");
+    /* Zero slots reads as a typo; only a huge count gets its own text. */
+    if (rc == HVD_ERANGE && slots > 0)
+        seterr(ps->err, ps->errlen,
+               "-H entry '%.*s': %.*s slots is more than the maximum of %d",
+               (int)len, t, (int)(len - namelen - 1), colon + 1, HVD_MAX_SLOTS);
+    else if (rc == HVD_EPARSE || rc == HVD_ERANGE)
+        seterr(ps->err, ps->errlen,
+               "malformed -H entry '%.*s': expected host:slots with slots a "
+               "positive integer",
+               (int)len, t);
     free(name);
     return rc;
 }
@@ -466,38 +381,26 @@ out:
 int hvd_hostlist_parse_spec(struct hvd_hostlist *hl, const char *spec,
                             char *err, size_t errlen)
 {
-    struct name_index ix = {0};
-    const char *p;
+    struct parser ps;
     const char *comma;
-    size_t len;
     int rc;
 
-    seterr(err, errlen, "%s", "");
-    if (hl == NULL || spec == NULL) {
-        seterr(err, errlen, "invalid argument");
-        return HVD_EINVAL;
-    }
+    rc = start(err, errlen, hl != NULL && spec != NULL);
+    if (rc < 0)
+        return rc;
     if (spec[0] == '\0') {
         seterr(err, errlen, "-H lists no hosts");
         return HVD_EPARSE;
     }
-    rc = index_init(&ix, hl);
-    if (rc < 0) {
-        seterr(err, errlen, "out of memory");
-        goto out;
-    }
-    p = spec;
-    for (;;) {
-        comma = strchr(p, ',');
-        len = comma ? (size_t)(comma - p) : strlen(p);
-        rc = parse_token(hl, &ix, p, len, err, errlen);
-        if (rc < 0 || comma == NULL)
+    rc = parser_init(&ps, hl, NULL, err, errlen);
+    while (rc == 0) {
+        comma = strchrnul(spec, ',');
+        rc = parse_token(&ps, spec, (size_t)(comma - spec));
+        if (*comma == '\0')
             break;
-        p = comma + 1;
+        spec = comma + 1;
     }
-out:
-    index_close(&ix);
-    return rc;
+    return parser_finish(&ps, rc);
 }
 
 /*
@@ -528,103 +431,74 @@ static int is_blank(char c)
     return c == ' ' || c == '\t';
 }
 
-/* The parts of one hostfile line, for messages and the parser. */
-struct hf_line {
-    const char *fname;
-    unsigned long no;
-    const char *text; /* trimmed, without the comment */
-    size_t len;
-};
-
-static int err_line(const struct hf_line *ln, char *err, size_t errlen)
+/* Skips blanks (blank is 1) or everything else (blank is 0) from p on. */
+static const char *skip(const char *p, const char *end, int blank)
 {
-    char q[QUOTE_MAX + 1];
-
-    quote(q, ln->text, ln->len);
-    seterr(err, errlen, "%s:%lu: expected 'host slots=N', got '%s'", ln->fname,
-           ln->no, q);
-    return HVD_EPARSE;
+    while (p < end && is_blank(*p) == blank)
+        p++;
+    return p;
 }
 
-/* Parses one hostfile line (without its '\n') and appends its host. */
-static int parse_line(struct hvd_hostlist *hl, struct name_index *ix,
-                      struct hf_line *ln, const char *raw, size_t rawlen,
-                      char *err, size_t errlen)
+/* Parses hostfile line no, "host [slots=N]", and appends its host. */
+static int parse_line(struct parser *ps, unsigned long no, const char *s,
+                      size_t len)
 {
-    const struct name_entry *dup = NULL;
-    const char *tok[3];
-    size_t toklen[3];
-    size_t ntok = 0;
-    const char *p;
-    const char *end;
+    const char *end = s + len;
     const char *hash;
+    const char *word_end;
+    const char *opt; /* "slots=N", if the line has more than a name */
+    const char *colon;
     char q[QUOTE_MAX + 1];
     char *name = NULL;
-    int has_nul;
     int slots = 1;
     int rc = 0;
 
-    if (rawlen > 0 && raw[rawlen - 1] == '\r')
-        rawlen--;
-    has_nul = memchr(raw, '\0', rawlen) != NULL;
-    hash = memchr(raw, '#', rawlen);
-    end = hash ? hash : raw + rawlen;
-    p = raw;
-    while (p < end && is_blank(*p))
-        p++;
-    while (end > p && is_blank(end[-1]))
+    /* Lines end in "\n" or "\r\n"; the last one may end in neither. */
+    if (end > s && end[-1] == '\n')
         end--;
-    ln->text = p;
-    ln->len = (size_t)(end - p);
-    if (has_nul)
-        return err_line(ln, err, errlen);
-    if (p == end)
+    if (end > s && end[-1] == '\r')
+        end--;
+    /* Even inside a comment, a NUL means this is no text file. */
+    if (memchr(s, '\0', (size_t)(end - s)) != NULL)
+        rc = HVD_EPARSE;
+    hash = memchr(s, '#', (size_t)(end - s));
+    end = hash ? hash : end;
+    s = skip(s, end, 1);
+    while (end > s && is_blank(end[-1]))
+        end--;
+    if (s == end && rc == 0)
         return 0;
 
-    while (p < end && ntok < 3) {
-        tok[ntok] = p;
-        while (p < end && !is_blank(*p))
-            p++;
-        toklen[ntok] = (size_t)(p - tok[ntok]);
-        ntok++;
-        while (p < end && is_blank(*p))
-            p++;
-    }
-    if (ntok > 2 ||
-        (ntok == 2 && (toklen[1] < 6 || memcmp(tok[1], "slots=", 6) != 0)))
-        return err_line(ln, err, errlen);
+    word_end = skip(s, end, 0);
+    opt = skip(word_end, end, 1);
+    if (opt < end && (end - opt < 6 || memcmp(opt, "slots=", 6) != 0 ||
+                      skip(opt, end, 0) < end))
+        rc = HVD_EPARSE;
     /* One colon is host:slots written the -H way; IPv6 has at least two. */
-    p = memchr(tok[0], ':', toklen[0]);
-    if (p != NULL && memchr(tok[0], '[', toklen[0]) == NULL &&
-        memchr(p + 1, ':', toklen[0] - (size_t)(p + 1 - tok[0])) == NULL)
-        return err_line(ln, err, errlen);
-    rc = make_name(tok[0], toklen[0], &name);
-    if (rc == HVD_EPARSE)
-        err_line(ln, err, errlen);
-    if (rc < 0)
-        goto out;
-    if (ntok == 2) {
-        rc = parse_slots(tok[1] + 6, toklen[1] - 6, &slots);
+    colon = memchr(s, ':', (size_t)(word_end - s));
+    if (colon != NULL && memchr(s, '[', (size_t)(word_end - s)) == NULL &&
+        memchr(colon + 1, ':', (size_t)(word_end - colon - 1)) == NULL)
+        rc = HVD_EPARSE;
+    if (rc == 0)
+        rc = make_name(s, (size_t)(word_end - s), &name);
+    if (rc == HVD_EPARSE) {
+        quote(q, s, (size_t)(end - s));
+        seterr(ps->err, ps->errlen, "%s:%lu: expected 'host slots=N', got '%s'",
+               ps->fname, no, q);
+    } else if (rc == 0 && opt < end) {
+        rc = parse_slots(opt + 6, (size_t)(end - opt - 6), &slots);
         if (rc < 0) {
-            quote(q, tok[1] + 6, toklen[1] - 6);
-            seterr(err, errlen,
-                   "%s:%lu: slots must be a positive integer up to %d, "
-                   "got '%s'",
-                   ln->fname, ln->no, HVD_MAX_SLOTS, q);
-            goto out;
+            quote(q, opt + 6, (size_t)(end - opt - 6));
+            seterr(ps->err, ps->errlen,
+                   "%s:%lu: slots must be a positive integer up to %d, got "
+                   "'%s'",
+                   ps->fname, no, HVD_MAX_SLOTS, q);
         }
     }
-    rc = index_add(ix, hl, name, slots, ln->no, &dup);
-    if (rc == HVD_EDUP && dup->line != 0)
-        seterr(err, errlen,
-               "%s:%lu: host '%s' is listed again (first on line %lu)",
-               ln->fname, ln->no, name, dup->line);
-    else if (rc == HVD_EDUP)
-        seterr(err, errlen, "%s:%lu: host '%s' is already in the host list",
-               ln->fname, ln->no, name);
+    if (rc == 0)
+        rc = add_host(ps, name, slots, no);
     if (rc == 0)
         name = NULL;
-out:
     free(name);
     return rc;
 }
@@ -633,153 +507,71 @@ int hvd_hostlist_parse_text(struct hvd_hostlist *hl, const char *text,
                             size_t len, const char *fname, char *err,
                             size_t errlen)
 {
-    struct name_index ix = {0};
-    struct hf_line ln;
-    const char *p = text;
-    const char *end;
+    struct parser ps;
     const char *nl;
-    size_t before;
+    unsigned long no = 0;
+    size_t n;
     int rc;
 
-    seterr(err, errlen, "%s", "");
-    if (hl == NULL || (text == NULL && len > 0)) {
-        seterr(err, errlen, "invalid argument");
-        return HVD_EINVAL;
-    }
+    rc = start(err, errlen, hl != NULL && (text != NULL || len == 0));
+    if (rc < 0)
+        return rc;
     if (fname == NULL)
         fname = "hostfile";
-    before = hl->n;
-    rc = index_init(&ix, hl);
-    if (rc < 0)
-        goto out;
-
-    ln.fname = fname;
-    ln.no = 0;
-    end = text + len;
-    while (p < end) {
-        nl = memchr(p, '\n', (size_t)(end - p));
-        ln.no++;
-        rc = parse_line(hl, &ix, &ln, p, (size_t)((nl ? nl : end) - p), err,
-                        errlen);
-        if (rc < 0)
-            goto out;
-        p = nl ? nl + 1 : end;
+    rc = parser_init(&ps, hl, fname, err, errlen);
+    while (rc == 0 && len > 0) {
+        nl = memchr(text, '\n', len);
+        n = nl ? (size_t)(nl - text) + 1 : len;
+        rc = parse_line(&ps, ++no, text, n);
+        text += n;
+        len -= n;
     }
-    if (hl->n == before) {
+    if (rc == 0 && hl->n == ps.before) {
         seterr(err, errlen, "%s: the hostfile lists no hosts", fname);
         rc = HVD_EPARSE;
     }
-out:
-    if (rc == HVD_ENOMEM)
-        seterr(err, errlen, "out of memory");
-    index_close(&ix);
-    return rc;
-}
-
-static int err_io(char *err, size_t errlen, const char *path, int e)
-{
-    seterr(err, errlen, "cannot read hostfile '%s': %s", path, strerror(e));
-    return HVD_EIO;
-}
-
-static int err_too_big(char *err, size_t errlen, const char *path)
-{
-    seterr(err, errlen, "%s: hostfile larger than 16 MiB", path);
-    return HVD_ERANGE;
+    return parser_finish(&ps, rc);
 }
 
 /*
- * Reads a whole file of at most HOSTFILE_MAX bytes into *out (*outlen
- * bytes). Pipes and /proc files report no size, so it reads until EOF and
- * stops one byte past the limit.
+ * Reads into one buffer a byte larger than the limit, so that pipes, which
+ * report no size, need no other path: reading stops once it is full. Pages
+ * never written are never backed, so a small file costs only its size. A
+ * directory fails in read() with EISDIR, which gives the right message.
  */
-static int read_all(int fd, const struct stat *st, const char *path, char **out,
-                    size_t *outlen, char *err, size_t errlen)
-{
-    char *buf = NULL;
-    char *nbuf;
-    size_t len = 0;
-    size_t cap = 4096;
-    ssize_t got;
-    int rc = 0;
-
-    if (S_ISREG(st->st_mode) && (uintmax_t)st->st_size > HOSTFILE_MAX) {
-        rc = err_too_big(err, errlen, path);
-        goto out;
-    }
-    if (S_ISREG(st->st_mode) && st->st_size > 0)
-        cap = (size_t)st->st_size + 1;
-    buf = malloc(cap);
-    if (buf == NULL) {
-        rc = HVD_ENOMEM;
-        goto out;
-    }
-    for (;;) {
-        if (len == cap) {
-            if (cap > HOSTFILE_MAX)
-                break;
-            cap = cap * 2 > HOSTFILE_MAX + 1 ? HOSTFILE_MAX + 1 : cap * 2;
-            nbuf = realloc(buf, cap);
-            if (nbuf == NULL) {
-                rc = HVD_ENOMEM;
-                goto out;
-            }
-            buf = nbuf;
-        }
-        got = read(fd, buf + len, cap - len);
-        if (got < 0 && errno == EINTR)
-            continue;
-        if (got < 0) {
-            rc = err_io(err, errlen, path, errno);
-            goto out;
-        }
-        if (got == 0)
-            break;
-        len += (size_t)got;
-    }
-    if (len > HOSTFILE_MAX) {
-        rc = err_too_big(err, errlen, path);
-        goto out;
-    }
-    *out = buf;
-    *outlen = len;
-    buf = NULL;
-out:
-    if (rc == HVD_ENOMEM)
-        seterr(err, errlen, "out of memory");
-    free(buf);
-    return rc;
-}
-
 int hvd_hostlist_parse_file(struct hvd_hostlist *hl, const char *path,
                             char *err, size_t errlen)
 {
-    struct stat st;
     char *buf = NULL;
     size_t len = 0;
-    int fd = -1;
+    ssize_t got = 1;
+    int fd;
     int rc;
 
-    seterr(err, errlen, "%s", "");
-    if (hl == NULL || path == NULL) {
-        seterr(err, errlen, "invalid argument");
-        return HVD_EINVAL;
-    }
-    fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0 || fstat(fd, &st) < 0) {
-        rc = err_io(err, errlen, path, errno);
-        goto out;
-    }
-    /* Linux opens directories for reading; say what read() would say. */
-    if (S_ISDIR(st.st_mode)) {
-        rc = err_io(err, errlen, path, EISDIR);
-        goto out;
-    }
-    rc = read_all(fd, &st, path, &buf, &len, err, errlen);
+    rc = start(err, errlen, hl != NULL && path != NULL);
     if (rc < 0)
-        goto out;
-    rc = hvd_hostlist_parse_text(hl, buf, len, path, err, errlen);
-out:
+        return rc;
+    fd = open(path, O_RDONLY | O_CLOEXEC);
+    buf = fd < 0 ? NULL : malloc(HOSTFILE_MAX + 1);
+    while (buf != NULL && got != 0 && len <= HOSTFILE_MAX) {
+        got = read(fd, buf + len, HOSTFILE_MAX + 1 - len);
+        if (got < 0 && errno != EINTR)
+            break;
+        len += got > 0 ? (size_t)got : 0;
+    }
+    if (fd < 0 || got < 0) {
+        seterr(err, errlen, "cannot read hostfile '%s': %s", path,
+               strerror(errno));
+        rc = HVD_EIO;
+    } else if (buf == NULL) {
+        seterr(err, errlen, "out of memory");
+        rc = HVD_ENOMEM;
+    } else if (len > HOSTFILE_MAX) {
+        seterr(err, errlen, "%s: hostfile larger than 16 MiB", path);
+        rc = HVD_ERANGE;
+    } else {
+        rc = hvd_hostlist_parse_text(hl, buf, len, path, err, errlen);
+    }
     free(buf);
     if (fd >= 0)
         close(fd);

@@ -233,9 +233,9 @@ void agent_ranks_start(struct agent *ag)
     ag->nranks = ag->live = js->nranks;
     if (js->gpu_pinning && ag->gpus > 0 && js->nranks > (uint32_t)ag->gpus)
         agent_note(ag, HVD_NOTE_WARN,
-                   "%u ranks share %d GPUs on this host (each rank gets GPU "
+                   "%u ranks share %d GPU%s on this host (each rank gets GPU "
                    "local_rank modulo %d)",
-                   js->nranks, ag->gpus, ag->gpus);
+                   js->nranks, ag->gpus, ag->gpus == 1 ? "" : "s", ag->gpus);
     int cwd_err = chdir(js->cwd) == 0 ? 0 : errno;
     for (uint32_t i = 0; i < js->nranks; i++) {
         struct agent_rank *r = &ag->ranks[i];
@@ -315,6 +315,13 @@ static void on_stdin_written(uv_write_t *req, int status)
     free(req);
 }
 
+static void on_stdin_shut(uv_shutdown_t *req, int status)
+{
+    (void)status;
+    uv_close((uv_handle_t *)req->handle, NULL);
+    free(req);
+}
+
 void agent_ranks_stdin(struct agent *ag, const uint8_t *p, size_t len)
 {
     struct agent_rank *r = NULL;
@@ -324,8 +331,14 @@ void agent_ranks_stdin(struct agent *ag, const uint8_t *p, size_t len)
     if (r == NULL)
         return;
     if (len == 0) {
+        /* Close only after the queued writes: rank 0 may read late. */
+        uv_shutdown_t *req = malloc(sizeof(*req));
         r->in_open = 0;
-        uv_close((uv_handle_t *)&r->in, NULL);
+        if (req == NULL ||
+            uv_shutdown(req, (uv_stream_t *)&r->in, on_stdin_shut) != 0) {
+            free(req);
+            uv_close((uv_handle_t *)&r->in, NULL);
+        }
         return;
     }
     struct stdin_req *sr = malloc(sizeof(*sr) + len);

@@ -77,6 +77,15 @@ static void send_simple(struct hr_agent *a, uint8_t type, uint32_t value,
         send_frame(a, f, len, 0);
 }
 
+/* "SIGKILL" for 9; "SIG?" for numbers without a name. */
+static const char *sig_name(int sig)
+{
+    static char buf[16];
+    const char *abbrev = sigabbrev_np(sig);
+    snprintf(buf, sizeof(buf), "SIG%s", abbrev ? abbrev : "?");
+    return buf;
+}
+
 static const char *host_name(const struct hr_job *job, int h)
 {
     return job->hosts->hosts[h].name;
@@ -298,7 +307,7 @@ static void agent_maybe_finished(struct hr_agent *a)
                      "host %s: hvd-agent was killed by signal %d (%s) "
                      "with %d ranks still running",
                      host_name(job, a->host), a->term_signal,
-                     sigabbrev_np(a->term_signal), lost);
+                     sig_name(a->term_signal), lost);
         else
             fail_job(job,
                      "host %s: hvd-agent exited with status %lld with "
@@ -459,9 +468,9 @@ static void on_signal(uv_signal_t *h, int sig)
         return;
     }
     job->interrupt_sig = sig;
-    hvd_log_warn("received SIG%s; forwarding it to all ranks (again to "
+    hvd_log_warn("received %s; forwarding it to all ranks (again to "
                  "kill them at once)",
-                 sigabbrev_np(sig));
+                 sig_name(sig));
     for (int i = 0; i < job->nagents; i++) {
         struct hr_agent *a = &job->agents[i];
         if (a->running && a->hello)
@@ -495,7 +504,7 @@ static int summarize(struct hr_job *job)
     char intr[64] = "";
     if (job->interrupt_sig) {
         snprintf(intr, sizeof(intr),
-                 "interrupted by SIG%s: ", sigabbrev_np(job->interrupt_sig));
+                 "interrupted by %s: ", sig_name(job->interrupt_sig));
         why = intr;
     }
     if (job->failed_rank < 0) {
@@ -516,9 +525,9 @@ static int summarize(struct hr_job *job)
         return rs->code == ENOENT ? HR_EXIT_NOTFOUND : HR_EXIT_NOEXEC;
     case HVD_EXIT_SIGNAL:
         hvd_log_error("%srank %d (host %s, local_rank %d) was killed by "
-                      "signal %d (SIG%s); the job was stopped",
+                      "signal %d (%s); the job was stopped",
                       why, r, host, s->local_rank, rs->code,
-                      sigabbrev_np(rs->code) ? sigabbrev_np(rs->code) : "?");
+                      sig_name(rs->code));
         return 128 + (rs->code & 127);
     default:
         hvd_log_error("%srank %d (host %s, local_rank %d) exited with code %d;"
@@ -535,21 +544,15 @@ static void close_walk(uv_handle_t *h, void *arg)
         uv_close(h, NULL);
 }
 
-int hr_job_run(const struct hr_opts *o, const struct hvd_hostlist *hosts,
-               const struct hvd_plan *plan)
+/* Everything before the loop runs: returns 0 or horovodrun's exit code. */
+static int setup(struct hr_job *job)
 {
-    struct hr_job job = {0};
+    const struct hr_opts *o = job->opts;
+    const struct hvd_hostlist *hosts = job->hosts;
+    const struct hvd_plan *plan = job->plan;
     uint8_t secret[HVD_SECRET_LEN];
     char err[512];
     int rc;
-
-    job.loop = uv_default_loop();
-    job.opts = o;
-    job.hosts = hosts;
-    job.plan = plan;
-    job.failed_rank = -1;
-    job.stdin_agent = -1;
-    signal(SIGPIPE, SIG_IGN);
 
     for (size_t h = 0; h < hosts->n; h++) {
         if (hvd_plan_host_ranks(plan, (int)h) > 0 &&
@@ -561,14 +564,13 @@ int hr_job_run(const struct hr_opts *o, const struct hvd_hostlist *hosts,
             return HR_EXIT_USAGE;
         }
     }
-    if (getcwd(job.cwd, sizeof(job.cwd)) == NULL) {
+    if (getcwd(job->cwd, sizeof(job->cwd)) == NULL) {
         hvd_log_error("cannot get the working directory: %s", strerror(errno));
         return HR_EXIT_INTERNAL;
     }
-    if ((rc = hr_output_init(&job.out, plan, o->output_dir, err,
+    if ((rc = hr_output_init(&job->out, plan, o->output_dir, err,
                              sizeof(err))) != 0) {
         hvd_log_error("%s", err);
-        hr_output_close(&job.out);
         return HR_EXIT_USAGE;
     }
     if (hvd_secret_new(secret) != 0) {
@@ -576,19 +578,22 @@ int hr_job_run(const struct hr_opts *o, const struct hvd_hostlist *hosts,
                       strerror(errno));
         return HR_EXIT_INTERNAL;
     }
-    hvd_hex_encode(secret, sizeof(secret), job.secret_hex);
-    if ((rc = hr_rdv_start(&job.rdv, job.loop, "127.0.0.1")) != 0) {
+    hvd_hex_encode(secret, sizeof(secret), job->secret_hex);
+    rc = hr_rdv_start(&job->rdv, job->loop, "127.0.0.1", secret, plan->size,
+                      o->start_timeout);
+    memset(secret, 0, sizeof(secret));
+    if (rc != 0) {
         hvd_log_error("cannot start the rendezvous server on 127.0.0.1: %s",
                       uv_strerror(rc));
         return HR_EXIT_INTERNAL;
     }
-    job.master_port = hr_free_port();
-    hvd_log_info("rendezvous server on %s:%d; MASTER_PORT %d", job.rdv.addr,
-                 job.rdv.port, job.master_port);
+    job->master_port = hr_free_port();
+    hvd_log_info("rendezvous server on %s:%d; MASTER_PORT %d", job->rdv.addr,
+                 job->rdv.port, job->master_port);
 
-    job.ranks = calloc((size_t)plan->size, sizeof(*job.ranks));
-    job.agents = calloc(hosts->n, sizeof(*job.agents));
-    if (job.ranks == NULL || job.agents == NULL) {
+    job->ranks = calloc((size_t)plan->size, sizeof(*job->ranks));
+    job->agents = calloc(hosts->n, sizeof(*job->agents));
+    if (job->ranks == NULL || job->agents == NULL) {
         hvd_log_error("out of memory for %d ranks", plan->size);
         return HR_EXIT_INTERNAL;
     }
@@ -596,34 +601,54 @@ int hr_job_run(const struct hr_opts *o, const struct hvd_hostlist *hosts,
         int n = hvd_plan_host_ranks(plan, (int)h);
         if (n == 0)
             continue;
-        struct hr_agent *a = &job.agents[job.nagents];
-        a->job = &job;
+        struct hr_agent *a = &job->agents[job->nagents];
+        a->job = job;
         a->host = (int)h;
         a->nranks = (uint32_t)n;
         if ((int)h == plan->ranks[0].host)
-            job.stdin_agent = job.nagents;
-        job.nagents++;
+            job->stdin_agent = job->nagents;
+        job->nagents++;
     }
-    job.agents_left = job.nagents;
+    job->agents_left = job->nagents;
 
-    uv_timer_init(job.loop, &job.start_timer);
-    uv_timer_init(job.loop, &job.stop_timer);
-    job.start_timer.data = job.stop_timer.data = &job;
-    uv_signal_t *sigs[] = {&job.sigint, &job.sigterm, &job.sighup};
+    uv_timer_init(job->loop, &job->start_timer);
+    uv_timer_init(job->loop, &job->stop_timer);
+    job->start_timer.data = job->stop_timer.data = job;
+    uv_signal_t *sigs[] = {&job->sigint, &job->sigterm, &job->sighup};
     int signums[] = {SIGINT, SIGTERM, SIGHUP};
     for (int i = 0; i < 3; i++) {
-        uv_signal_init(job.loop, sigs[i]);
-        sigs[i]->data = &job;
+        uv_signal_init(job->loop, sigs[i]);
+        sigs[i]->data = job;
         uv_signal_start(sigs[i], on_signal, signums[i]);
     }
-    uv_timer_start(&job.start_timer, on_start_timeout,
+    uv_timer_start(&job->start_timer, on_start_timeout,
                    (uint64_t)(o->start_timeout * 1000), 0);
-    for (int i = 0; i < job.nagents && !job.stopping; i++)
-        start_agent(&job, &job.agents[i]);
-    if (job.agents_left > 0)
-        uv_run(job.loop, UV_RUN_DEFAULT);
+    for (int i = 0; i < job->nagents && !job->stopping; i++)
+        start_agent(job, &job->agents[i]);
+    return 0;
+}
 
-    rc = summarize(&job);
+int hr_job_run(const struct hr_opts *o, const struct hvd_hostlist *hosts,
+               const struct hvd_plan *plan)
+{
+    struct hr_job job = {0};
+    int rc;
+
+    job.loop = uv_default_loop();
+    job.opts = o;
+    job.hosts = hosts;
+    job.plan = plan;
+    job.failed_rank = -1;
+    job.stdin_agent = -1;
+    signal(SIGPIPE, SIG_IGN);
+
+    rc = setup(&job);
+    if (rc == 0 && job.agents_left > 0)
+        uv_run(job.loop, UV_RUN_DEFAULT);
+    if (rc == 0)
+        rc = summarize(&job);
+
+    hr_rdv_close(&job.rdv);
 
     /* A stdin read may still block in the thread pool; everything else
      * is closed so that sanitizers see no leaks. */
@@ -634,7 +659,12 @@ int hr_job_run(const struct hr_opts *o, const struct hvd_hostlist *hosts,
     hr_output_close(&job.out);
     free(job.agents);
     free(job.ranks);
-    if (!job.stdin_busy)
-        uv_loop_close(job.loop);
+    /* A thread-pool read of a terminal or an idle pipe would block the
+     * exit until the user typed something: leave without waiting. */
+    if (job.stdin_busy) {
+        fflush(NULL);
+        _exit(rc);
+    }
+    uv_loop_close(job.loop);
     return rc;
 }

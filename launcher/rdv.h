@@ -1,19 +1,42 @@
-/* The rendezvous server: the TCP listener ranks meet through. */
+/* The rendezvous server: ranks prove the job secret, publish their
+ * data-plane address, get the peer table, and hear about failed ranks. */
 #ifndef HR_RDV_H
 #define HR_RDV_H
 
+#include <stdint.h>
 #include <uv.h>
 
+#include "common/rdvproto.h"
+#include "common/secret.h"
+
+struct hr_rdv_conn;
+
 struct hr_rdv {
+    uv_loop_t *loop;
     uv_tcp_t tcp;
-    char addr[64]; /* address handed to the ranks */
+    uv_timer_t timer; /* start timeout, from the first registration */
+    char addr[64];    /* address handed to the ranks */
     int port;
     int open;
+    uint8_t secret[HVD_SECRET_LEN];
+    int size;
+    double start_timeout;
+    struct hr_rdv_conn **ranks; /* registered connection of each rank */
+    struct hvd_rdv_peers table; /* filled as ranks register */
+    int registered;
+    int peers_sent;
+    int failed;  /* the start timeout passed: nobody can join any more */
+    int aborted; /* a rank failure was broadcast */
+    struct hr_rdv_conn *conns; /* every open connection */
 };
 
-/* Listens on addr (an IPv4 or IPv6 literal) at an ephemeral port. Returns
- * 0 or a libuv error code. */
-int hr_rdv_start(struct hr_rdv *r, uv_loop_t *loop, const char *addr);
+/*
+ * Listens on addr (an IPv4 or IPv6 literal) at an ephemeral port for a job
+ * of size ranks. Returns 0 or a libuv error code.
+ */
+int hr_rdv_start(struct hr_rdv *r, uv_loop_t *loop, const char *addr,
+                 const uint8_t secret[HVD_SECRET_LEN], int size,
+                 double start_timeout);
 void hr_rdv_close(struct hr_rdv *r);
 
 #endif

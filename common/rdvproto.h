@@ -1,0 +1,81 @@
+/* Rendezvous messages between libhvd and horovodrun's server. */
+#ifndef HVD_RDVPROTO_H
+#define HVD_RDVPROTO_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "auth.h"
+
+#define HVD_RDV_VERSION 1u
+
+/*
+ * server -> rank  CHALLENGE  u32 version, nonce (raw)
+ * rank -> server  REGISTER   body, MAC(secret, "register", server nonce,
+ *                            body); the MAC is the last 32 bytes
+ * server -> rank  PEERS      body, MAC(secret, "peers", rank nonce, body)
+ * server -> rank  FAIL       str message (hvd_init must fail)
+ * server -> rank  ABORT      i32 rank, str message (a rank failed)
+ * rank -> server  REPORT     i32 rank, str message (I saw it fail)
+ * rank -> server  BYE        (clean shutdown; nothing to report)
+ */
+enum hvd_rdv_msg {
+    HVD_RDV_CHALLENGE = 1,
+    HVD_RDV_REGISTER = 2,
+    HVD_RDV_PEERS = 3,
+    HVD_RDV_FAIL = 4,
+    HVD_RDV_ABORT = 5,
+    HVD_RDV_REPORT = 6,
+    HVD_RDV_BYE = 7
+};
+
+/* Rendezvous frames are small; the peer table dominates. */
+#define HVD_RDV_FRAME_MAX (16u * 1024 * 1024)
+
+struct hvd_rdv_register {
+    uint32_t rank;
+    uint32_t size;
+    uint8_t nonce[HVD_NONCE_LEN]; /* the rank's challenge to the server */
+    char *host;                   /* HOROVOD_HOSTNAME, for messages */
+    char *addr;                   /* data-plane address */
+    uint32_t port;
+};
+
+struct hvd_rdv_peer {
+    char *host;
+    char *addr;
+    uint32_t port;
+};
+
+struct hvd_rdv_peers {
+    uint32_t n;
+    struct hvd_rdv_peer *peers;
+};
+
+int hvd_rdv_register_encode(const struct hvd_rdv_register *m,
+                            const uint8_t *secret, size_t secretlen,
+                            const uint8_t server_nonce[HVD_NONCE_LEN],
+                            uint8_t **out, size_t *outlen);
+/* Verifies the MAC first (HVD_EAUTH), then decodes into a zeroed m. */
+int hvd_rdv_register_decode(struct hvd_rdv_register *m, const uint8_t *p,
+                            size_t len, const uint8_t *secret, size_t secretlen,
+                            const uint8_t server_nonce[HVD_NONCE_LEN]);
+void hvd_rdv_register_close(struct hvd_rdv_register *m);
+
+int hvd_rdv_peers_encode(const struct hvd_rdv_peers *pt, const uint8_t *secret,
+                         size_t secretlen,
+                         const uint8_t rank_nonce[HVD_NONCE_LEN], uint8_t **out,
+                         size_t *outlen);
+int hvd_rdv_peers_decode(struct hvd_rdv_peers *pt, const uint8_t *p, size_t len,
+                         const uint8_t *secret, size_t secretlen,
+                         const uint8_t rank_nonce[HVD_NONCE_LEN]);
+void hvd_rdv_peers_close(struct hvd_rdv_peers *pt);
+
+/* Frames of the form "i32 rank, str message" (FAIL uses rank -1). */
+int hvd_rdv_note_encode(uint8_t type, int32_t rank, const char *msg,
+                        uint8_t **out, size_t *outlen);
+/* *msg is a new string; free() it. */
+int hvd_rdv_note_decode(const uint8_t *p, size_t len, int32_t *rank,
+                        char **msg);
+
+#endif

@@ -1,0 +1,128 @@
+/* libhvd: the gradient-averaging runtime that Horovod-style workers embed. */
+#ifndef HVD_H
+#define HVD_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#if defined(__GNUC__)
+#define HVD_EXPORT __attribute__((visibility("default")))
+#else
+#define HVD_EXPORT
+#endif
+
+/*
+ * Every function returns 0 (or a non-negative value) on success and a
+ * negative code from this table on failure; hvd_strerror() describes it.
+ * Each entry: name, value, message.
+ */
+#define HVD_ERRNO_MAP(XX)                                                      \
+    XX(EINVAL, -1, "invalid argument")                                         \
+    XX(ENOMEM, -2, "out of memory")                                            \
+    XX(EIO, -3, "input/output error")                                          \
+    XX(ERANGE, -4, "value out of range")                                       \
+    XX(EPARSE, -5, "malformed input")                                          \
+    XX(EDUP, -6, "duplicate entry")                                            \
+    XX(ETOOBIG, -7, "frame larger than the limit")                             \
+    XX(EPROTO, -8, "protocol error")                                           \
+    XX(ETRUNC, -9, "truncated message")                                        \
+    XX(ENOSLOTS, -10, "not enough slots")                                      \
+    XX(ESYS, -11, "system call failed")                                        \
+    XX(EAGAIN, -12, "need more data")                                          \
+    XX(ENOTINIT, -13, "hvd_init() has not been called")                        \
+    XX(EINIT, -14, "hvd_init() was already called")                            \
+    XX(ETIMEDOUT, -15, "timed out")                                            \
+    XX(EPEER, -16, "a peer rank failed or disconnected")                       \
+    XX(EAUTH, -17, "authentication with the job secret failed")                \
+    XX(ECONNECT, -18, "cannot connect")                                        \
+    XX(EENV, -19, "invalid horovodrun environment")                            \
+    XX(ESHUTDOWN, -20, "the runtime was shut down")                            \
+    XX(ENOTSUP, -21, "not supported")
+
+enum hvd_errno {
+#define XX(name, val, msg) HVD_##name = val,
+    HVD_ERRNO_MAP(XX)
+#undef XX
+};
+
+typedef enum hvd_dtype {
+    HVD_UINT8 = 0,
+    HVD_INT8 = 1,
+    HVD_INT32 = 2,
+    HVD_INT64 = 3,
+    HVD_FLOAT16 = 4,  /* IEEE 754 binary16, as uint16_t bits */
+    HVD_BFLOAT16 = 5, /* bfloat16, as uint16_t bits */
+    HVD_FLOAT32 = 6,
+    HVD_FLOAT64 = 7
+} hvd_dtype;
+
+typedef enum hvd_op {
+    HVD_SUM = 0,
+    HVD_AVERAGE = 1, /* sum, divided once by the size at the end */
+    HVD_MIN = 2,
+    HVD_MAX = 3,
+    HVD_PRODUCT = 4
+} hvd_op;
+
+/* Size in bytes of one element of dtype, or 0 for an unknown dtype. */
+HVD_EXPORT size_t hvd_dtype_size(hvd_dtype dtype);
+
+/*
+ * Joins the job. Under horovodrun it reads the environment horovodrun set,
+ * registers with the rendezvous server (proving it knows the job secret),
+ * and connects to the other ranks; within HOROVOD_START_TIMEOUT seconds
+ * (default 30) or it fails with HVD_ETIMEDOUT naming the missing ranks on
+ * stderr. Without horovodrun it starts a job of one rank. Also makes
+ * stdout line-buffered.
+ */
+HVD_EXPORT int hvd_init(void);
+/* Leaves the job and frees everything; hvd_init may be called again. */
+HVD_EXPORT int hvd_shutdown(void);
+
+/* This rank's place in the job, or HVD_ENOTINIT before hvd_init. */
+HVD_EXPORT int hvd_rank(void);
+HVD_EXPORT int hvd_size(void);
+HVD_EXPORT int hvd_local_rank(void);
+HVD_EXPORT int hvd_local_size(void);
+HVD_EXPORT int hvd_cross_rank(void);
+HVD_EXPORT int hvd_cross_size(void);
+
+/*
+ * Reduces count elements across all ranks; every rank gets the same bits.
+ * In place when sendbuf == recvbuf. name identifies the operation in error
+ * messages (may be NULL). All ranks must call collectives in the same
+ * order with the same count, dtype and op.
+ */
+HVD_EXPORT int hvd_allreduce(const void *sendbuf, void *recvbuf, size_t count,
+                             hvd_dtype dtype, hvd_op op, const char *name);
+
+/* Copies root's count elements of buf into buf on every other rank. */
+HVD_EXPORT int hvd_broadcast(void *buf, size_t count, hvd_dtype dtype, int root,
+                             const char *name);
+
+/*
+ * Concatenates every rank's elements in rank order. Each rank may give a
+ * different count. On success *recvbuf is a new malloc()ed buffer (free()
+ * it; NULL when the total is 0) and counts[r], an array of hvd_size()
+ * entries supplied by the caller, holds rank r's count.
+ */
+HVD_EXPORT int hvd_allgather(const void *sendbuf, size_t count, hvd_dtype dtype,
+                             void **recvbuf, size_t *counts, const char *name);
+
+/* Returns once every rank has called it. */
+HVD_EXPORT int hvd_barrier(void);
+
+/* A message for an error code; never NULL. */
+HVD_EXPORT const char *hvd_strerror(int err);
+/* The code's name, e.g. "HVD_EPEER"; never NULL. */
+HVD_EXPORT const char *hvd_err_name(int err);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif
