@@ -33,6 +33,8 @@ int hvd_env_contract(struct hvd_strvec *env, const struct hvd_plan *p,
         (err = hvd_strvec_pushf(env, HVD_ENV_RDV_ADDR "=%s", ep->rdv_addr)) ||
         (err = hvd_strvec_pushf(env, HVD_ENV_RDV_PORT "=%d", ep->rdv_port)) ||
         (err = hvd_strvec_pushf(env, HVD_ENV_SECRET "=%s", ep->secret_hex)) ||
+        (err = hvd_strvec_pushf(env, HVD_ENV_START_TIMEOUT "=%g",
+                                ep->start_timeout)) ||
         (err = hvd_strvec_pushf(env, HVD_ENV_TORCH_RANK "=%d", s->rank)) ||
         (err =
              hvd_strvec_pushf(env, HVD_ENV_TORCH_WORLD_SIZE "=%d", p->size)) ||

@@ -13,6 +13,7 @@ struct hvd_endpoints {
     const char *master_addr; /* torch.distributed master (rank 0's host) */
     int master_port;
     const char *secret_hex; /* job secret */
+    double start_timeout;   /* seconds for all ranks to meet */
 };
 
 /* Appends the contract variables ("NAME=value") for one rank to env. */

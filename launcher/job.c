@@ -172,6 +172,7 @@ static int send_job(struct hr_job *job, struct hr_agent *a)
         .master_addr = host_name(job, job->plan->ranks[0].host),
         .master_port = job->master_port,
         .secret_hex = job->secret_hex,
+        .start_timeout = job->opts->start_timeout,
     };
     js.cwd = strdup(job->cwd);
     js.kill_grace_ms = (uint32_t)(job->opts->kill_grace * 1000);

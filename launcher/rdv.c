@@ -114,24 +114,22 @@ static void send_peers(struct hr_rdv *r)
 static void on_start_timeout(uv_timer_t *t)
 {
     struct hr_rdv *r = t->data;
-    char msg[512];
-    int n = snprintf(msg, sizeof(msg), "ranks");
-    int missing = 0;
+    char list[400] = "", msg[512];
+    int n = 0, missing = 0;
 
     for (int i = 0; i < r->size; i++) {
         if (r->ranks[i])
             continue;
-        if (missing++ < 16 && n < (int)sizeof(msg))
-            n += snprintf(msg + n, sizeof(msg) - (size_t)n, "%s %d",
-                          missing > 1 ? "," : "", i);
+        if (missing++ < 16 && n < (int)sizeof(list))
+            n += snprintf(list + n, sizeof(list) - (size_t)n, "%s%d",
+                          missing > 1 ? ", " : "", i);
     }
-    if (missing > 16 && n < (int)sizeof(msg))
-        n += snprintf(msg + n, sizeof(msg) - (size_t)n, " and %d more",
-                      missing - 16);
-    if (n < (int)sizeof(msg))
-        snprintf(msg + n, sizeof(msg) - (size_t)n,
-                 " did not call hvd_init within %g s (--start-timeout)",
-                 r->start_timeout);
+    if (missing > 16 && n < (int)sizeof(list))
+        snprintf(list + n, sizeof(list) - (size_t)n, " and %d more",
+                 missing - 16);
+    snprintf(msg, sizeof(msg),
+             "rank%s %s did not call hvd_init within %g s (--start-timeout)",
+             missing > 1 ? "s" : "", list, r->start_timeout);
     r->failed = 1;
     hvd_log_error("rendezvous: %s", msg);
     for (int i = 0; i < r->size; i++)

@@ -12,6 +12,7 @@ static const struct hvd_endpoints ep = {
     .master_addr = "a",
     .master_port = 29500,
     .secret_hex = "00ff",
+    .start_timeout = 2.5,
 };
 
 Test(env, contract_for_uneven_hosts)
@@ -39,6 +40,7 @@ Test(env, contract_for_uneven_hosts)
         {HVD_ENV_RDV_ADDR, "10.0.0.1"},
         {HVD_ENV_RDV_PORT, "4000"},
         {HVD_ENV_SECRET, "00ff"},
+        {HVD_ENV_START_TIMEOUT, "2.5"},
         {"RANK", "2"},
         {"WORLD_SIZE", "3"},
         {"LOCAL_RANK", "1"},

@@ -116,6 +116,13 @@ HVD_EXPORT int hvd_allgather(const void *sendbuf, size_t count, hvd_dtype dtype,
 /* Returns once every rank has called it. */
 HVD_EXPORT int hvd_barrier(void);
 
+/*
+ * What the last failing call in this thread was doing and why, naming the
+ * rank or peer involved, e.g. "allreduce 'fc1.weight' on rank 1: rank 2
+ * (host node2) disconnected". Empty when nothing failed yet.
+ */
+HVD_EXPORT const char *hvd_last_error(void);
+
 /* A message for an error code; never NULL. */
 HVD_EXPORT const char *hvd_strerror(int err);
 /* The code's name, e.g. "HVD_EPEER"; never NULL. */

@@ -1,0 +1,116 @@
+"""Integration tests of libhvd under horovodrun: collectives, failures,
+authentication and start-up timeouts (tests/runtime/collcheck.c)."""
+
+import os
+import re
+import subprocess
+import sys
+import time
+import unittest
+
+HR = os.environ["HVD_HOROVODRUN"]
+CHECK = os.environ["HVD_COLLCHECK"]
+
+# A client that connects to the rendezvous server with a wrong secret.
+BOGUS = r'''
+import os, socket, struct
+s = socket.create_connection((os.environ["HOROVOD_RENDEZVOUS_ADDR"],
+                              int(os.environ["HOROVOD_RENDEZVOUS_PORT"])))
+hdr = s.recv(8)
+assert hdr[:2] == b"HV", hdr
+body = s.recv(struct.unpack(">I", hdr[4:])[0])
+name = b"x"
+payload = (struct.pack(">II", 0, int(os.environ["HOROVOD_SIZE"]))
+           + os.urandom(32) + struct.pack(">I", 1) + name
+           + struct.pack(">I", 9) + b"127.0.0.1" + struct.pack(">I", 4242)
+           + os.urandom(32))
+s.sendall(b"HV\x01\x02" + struct.pack(">I", len(payload)) + payload)
+reply = s.recv(65536)
+print("bogus client got frame type", reply[3] if len(reply) > 3 else None)
+'''
+
+
+def run(args, timeout=240, env=None):
+    start = time.monotonic()
+    p = subprocess.run(args, capture_output=True, text=True, timeout=timeout,
+                       env=env, stdin=subprocess.DEVNULL)
+    return p, time.monotonic() - start
+
+
+class RuntimeTest(unittest.TestCase):
+
+    def assertAllRanksPass(self, out, np):
+        done = re.findall(r"collcheck: rank (\d+) of (\d+): (\d+) checks, "
+                          r"(\d+) failures", out)
+        self.assertEqual(sorted(int(r) for r, _, _, _ in done),
+                         list(range(np)), out[-3000:])
+        for _, size, checks, failures in done:
+            self.assertEqual(int(size), np)
+            self.assertGreater(int(checks), 150)
+            self.assertEqual(int(failures), 0, out[-3000:])
+
+    def test_without_horovodrun_is_a_job_of_one(self):
+        env = {k: v for k, v in os.environ.items()
+               if not k.startswith("HOROVOD_")}
+        p, _ = run([CHECK], env=env)
+        self.assertEqual(p.returncode, 0, p.stdout + p.stderr)
+        self.assertAllRanksPass(p.stdout, 1)
+
+    def test_np_1_to_5(self):
+        for np in range(1, 6):
+            with self.subTest(np=np):
+                p, _ = run([HR, "-np", str(np), CHECK])
+                self.assertEqual(p.returncode, 0, p.stdout + p.stderr)
+                self.assertAllRanksPass(p.stdout, np)
+                self.assertEqual(p.stderr, "")
+
+    def test_64_mib(self):
+        p, _ = run([HR, "-np", "3", CHECK, "--big"])
+        self.assertEqual(p.returncode, 0, p.stdout + p.stderr)
+        self.assertAllRanksPass(p.stdout, 3)
+
+    def test_dead_rank_fails_the_others(self):
+        p, took = run([HR, "-np", "4", "--kill-grace", "20", CHECK,
+                       "--die-rank", "1"], timeout=120)
+        self.assertEqual(p.returncode, 137, p.stdout + p.stderr)
+        self.assertIn("rank 1 (host localhost, local_rank 1) was killed by "
+                      "signal 9 (SIGKILL)", p.stderr)
+        for r in (0, 2, 3):
+            m = re.search(r"rank %d: failed as expected: (.*) \(HVD_EPEER\)"
+                          % r, p.stdout)
+            self.assertIsNotNone(m, p.stdout)
+            self.assertIn("rank 1 (host localhost)", m.group(1))
+            self.assertIn("rank %d: later call: HVD_EPEER" % r, p.stdout)
+        # The survivors ignore SIGTERM: they ended by themselves, well
+        # before the 20 s kill grace.
+        self.assertLess(took, 15)
+
+    def test_client_without_the_secret_is_refused(self):
+        cmd = "%s -c '%s' && exec %s" % (sys.executable, BOGUS, CHECK)
+        p, _ = run([HR, "-np", "2", "sh", "-c",
+                    'if [ "$HOROVOD_RANK" = 0 ]; then %s; else exec %s; fi'
+                    % (cmd, CHECK)])
+        self.assertEqual(p.returncode, 0, p.stdout + p.stderr)
+        self.assertRegex(p.stderr, r"horovodrun: warning: rendezvous: "
+                         r"refused a connection from 127\.0\.0\.1:\d+: it "
+                         r"did not prove the job secret")
+        self.assertIn("bogus client got frame type 4", p.stdout)
+        self.assertAllRanksPass(p.stdout, 2)
+
+    def test_missing_ranks_are_named(self):
+        script = ('if [ "$HOROVOD_RANK" -ge 2 ]; then exec sleep 60; fi; '
+                  'exec %s' % CHECK)
+        p, took = run([HR, "-np", "4", "--start-timeout", "2",
+                       "--kill-grace", "1", "sh", "-c", script], timeout=60)
+        self.assertLess(took, 20)
+        want = "ranks 2, 3 did not call hvd_init within 2 s"
+        self.assertIn("horovodrun: error: rendezvous: " + want, p.stderr)
+        for r in (0, 1):
+            self.assertRegex(p.stdout, r"\[%d,%d\]<stdout>:collcheck: "
+                             r"hvd_init failed: hvd_init on rank %d: .*%s"
+                             % (r, r, r, want))
+        self.assertEqual(p.returncode, 2, p.stderr)
+
+
+if __name__ == "__main__":
+    unittest.main()

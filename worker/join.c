@@ -1,0 +1,267 @@
+/* hvd_init's meeting: read the env contract, register with the
+ * rendezvous server, and connect the ring of data sockets. */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <arpa/inet.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "common/envc.h"
+#include "common/hvd_err.h"
+#include "common/rdvproto.h"
+#include "common/secret.h"
+#include "ctx.h"
+#include "sock.h"
+
+#define PEER_MAGIC 0x48564450u /* "HVDP" */
+
+/* Reads an integer variable of the contract; HVD_EENV if absent or bad. */
+static int env_int(const char *name, int lo, int hi, int *out, char *err,
+                   size_t errlen)
+{
+    const char *v = getenv(name);
+    char *end;
+    long n = v ? strtol(v, &end, 10) : 0;
+    if (v == NULL || v[0] == '\0' || *end != '\0' || n < lo || n > hi) {
+        snprintf(err, errlen,
+                 "%s is %s%s%s; is this process started by "
+                 "horovodrun?",
+                 name, v ? "'" : "not set", v ? v : "",
+                 v ? "', not a valid value" : "");
+        return HVD_EENV;
+    }
+    *out = (int)n;
+    return 0;
+}
+
+static int read_env(struct hvd_ctx *c, char *err, size_t errlen)
+{
+    int rc;
+    const char *t = getenv("HOROVOD_PEER_TIMEOUT");
+    c->peer_timeout_s = t && atoi(t) > 0 ? atoi(t) : 30;
+    if ((rc = env_int(HVD_ENV_SIZE, 1, 1 << 24, &c->size, err, errlen)) ||
+        (rc = env_int(HVD_ENV_RANK, 0, c->size - 1, &c->rank, err, errlen)) ||
+        (rc = env_int(HVD_ENV_LOCAL_SIZE, 1, c->size, &c->local_size, err,
+                      errlen)) ||
+        (rc = env_int(HVD_ENV_LOCAL_RANK, 0, c->local_size - 1, &c->local_rank,
+                      err, errlen)) ||
+        (rc = env_int(HVD_ENV_CROSS_SIZE, 1, c->size, &c->cross_size, err,
+                      errlen)) ||
+        (rc = env_int(HVD_ENV_CROSS_RANK, 0, c->cross_size - 1, &c->cross_rank,
+                      err, errlen)))
+        return rc;
+    if (hvd_hex_decode(getenv(HVD_ENV_SECRET), c->secret, sizeof(c->secret)) !=
+        0) {
+        snprintf(err, errlen,
+                 "%s is missing or not 64 hex digits; is this "
+                 "process started by horovodrun?",
+                 HVD_ENV_SECRET);
+        return HVD_EENV;
+    }
+    return 0;
+}
+
+static double start_timeout(void)
+{
+    const char *v = getenv(HVD_ENV_START_TIMEOUT);
+    double t = v ? atof(v) : 0;
+    return t > 0 ? t : 30;
+}
+
+/* Registers and waits for the peer table (or the server's verdict). */
+static int rendezvous(struct hvd_ctx *c, int data_port,
+                      struct hvd_rdv_peers *peers, int64_t deadline, char *err,
+                      size_t errlen)
+{
+    const char *addr = getenv(HVD_ENV_RDV_ADDR);
+    int port = 0, rc;
+    struct hvd_frame f;
+    uint8_t *out = NULL;
+    size_t outlen;
+    char ip[64];
+
+    if (addr == NULL || addr[0] == '\0') {
+        snprintf(err, errlen, "%s is not set", HVD_ENV_RDV_ADDR);
+        return HVD_EENV;
+    }
+    if ((rc = env_int(HVD_ENV_RDV_PORT, 1, 65535, &port, err, errlen)))
+        return rc;
+    c->rdv_fd = hvd__sock_connect(addr, port, deadline);
+    if (c->rdv_fd < 0) {
+        rc = c->rdv_fd;
+        snprintf(err, errlen,
+                 "cannot reach the rendezvous server at %s:%d: "
+                 "%s",
+                 addr, port, strerror(errno));
+        return rc;
+    }
+    rc = hvd__sock_recv_frame(c->rdv_fd, &c->rdv_reader, &f, deadline);
+    if (rc < 0 || f.type != HVD_RDV_CHALLENGE || f.len != 4 + HVD_NONCE_LEN) {
+        snprintf(err, errlen,
+                 "the rendezvous server at %s:%d did not send "
+                 "its challenge",
+                 addr, port);
+        return rc < 0 ? rc : HVD_EPROTO;
+    }
+    uint8_t server_nonce[HVD_NONCE_LEN];
+    memcpy(server_nonce, f.payload + 4, HVD_NONCE_LEN);
+
+    struct hvd_rdv_register reg = {
+        .rank = (uint32_t)c->rank,
+        .size = (uint32_t)c->size,
+        .host = getenv(HVD_ENV_HOSTNAME) ? getenv(HVD_ENV_HOSTNAME) : "?",
+        .addr = ip,
+        .port = (uint32_t)data_port,
+    };
+    /* Peers reach us where we reached the server from. */
+    if ((rc = hvd__sock_local_ip(c->rdv_fd, ip, sizeof(ip))) ||
+        (rc = hvd_secret_new(reg.nonce)) ||
+        (rc = hvd_rdv_register_encode(&reg, c->secret, sizeof(c->secret),
+                                      server_nonce, &out, &outlen)) ||
+        (rc = hvd__sock_send_all(c->rdv_fd, out, outlen, deadline))) {
+        snprintf(err, errlen,
+                 "cannot register with the rendezvous server: "
+                 "%s",
+                 hvd_strerror(rc));
+        goto out;
+    }
+    /* The server waits for all ranks, up to its own start timeout; wait a
+     * little longer so that its verdict, not ours, is what we report. */
+    rc = hvd__sock_recv_frame(c->rdv_fd, &c->rdv_reader, &f, deadline + 5000);
+    if (rc == 1 && f.type == HVD_RDV_FAIL) {
+        int32_t who;
+        char *msg = NULL;
+        hvd_rdv_note_decode(f.payload, f.len, &who, &msg);
+        snprintf(err, errlen, "the rendezvous server refused: %s",
+                 msg ? msg : "no reason given");
+        free(msg);
+        rc = HVD_ETIMEDOUT;
+        goto out;
+    }
+    if (rc == HVD_ETIMEDOUT) {
+        snprintf(err, errlen,
+                 "no answer from the rendezvous server within "
+                 "the start timeout");
+        goto out;
+    }
+    if (rc < 0 || f.type != HVD_RDV_PEERS) {
+        snprintf(err, errlen,
+                 "lost the rendezvous server while waiting for "
+                 "the other ranks");
+        rc = rc < 0 ? rc : HVD_EPROTO;
+        goto out;
+    }
+    rc = hvd_rdv_peers_decode(peers, f.payload, f.len, c->secret,
+                              sizeof(c->secret), reg.nonce);
+    if (rc == 0 && peers->n != (uint32_t)c->size)
+        rc = HVD_EPROTO;
+    if (rc)
+        snprintf(err, errlen, "the rendezvous server's peer table is %s",
+                 rc == HVD_EAUTH ? "not signed with the job secret"
+                                 : "malformed");
+out:
+    free(out);
+    return rc;
+}
+
+/* The hello a rank sends on its connection to the next rank. */
+static int peer_hello(const struct hvd_ctx *c, uint32_t from, uint32_t to,
+                      uint8_t out[8 + HVD_MAC_LEN])
+{
+    uint32_t words[3] = {htonl(PEER_MAGIC), htonl(from), htonl(to)};
+    struct hvd_mac_part parts[] = {{"hvd-peer", 8}, {words, sizeof(words)}};
+    memcpy(out, words, 8);
+    return hvd_hmac(c->secret, sizeof(c->secret), parts, 2, out + 8);
+}
+
+static void describe(char *out, size_t len, const struct hvd_rdv_peers *pt,
+                     int rank)
+{
+    snprintf(out, len, "rank %d (host %s)", rank, pt->peers[rank].host);
+}
+
+/* Connects to the next rank and accepts the previous one. Connecting
+ * first cannot deadlock: the kernel completes it from the listen queue. */
+static int connect_ring(struct hvd_ctx *c, int lfd,
+                        const struct hvd_rdv_peers *pt, int64_t deadline,
+                        char *err, size_t errlen)
+{
+    struct hvd_ring *r = &c->ring;
+    int next = (c->rank + 1) % c->size,
+        prev = (c->rank + c->size - 1) % c->size;
+    uint8_t hello[8 + HVD_MAC_LEN], got[8 + HVD_MAC_LEN], ack = 'K';
+    int rc;
+
+    describe(r->next_desc, sizeof(r->next_desc), pt, next);
+    describe(r->prev_desc, sizeof(r->prev_desc), pt, prev);
+    r->next_fd = hvd__sock_connect(pt->peers[next].addr,
+                                   (int)pt->peers[next].port, deadline);
+    if (r->next_fd < 0) {
+        rc = r->next_fd;
+        snprintf(err, errlen, "cannot connect to %s at %s:%u: %s", r->next_desc,
+                 pt->peers[next].addr, pt->peers[next].port, strerror(errno));
+        return rc;
+    }
+    if ((rc = peer_hello(c, (uint32_t)c->rank, (uint32_t)next, hello)) ||
+        (rc = hvd__sock_send_all(r->next_fd, hello, sizeof(hello), deadline))) {
+        snprintf(err, errlen, "cannot greet %s", r->next_desc);
+        return rc;
+    }
+    if ((rc = peer_hello(c, (uint32_t)prev, (uint32_t)c->rank, hello)))
+        return rc;
+    while (r->prev_fd < 0) {
+        int fd = hvd__sock_accept(lfd, deadline);
+        if (fd < 0) {
+            snprintf(err, errlen, "%s did not connect", r->prev_desc);
+            return fd;
+        }
+        /* Anyone can knock; only the previous rank, proving the secret,
+         * gets in. */
+        if (hvd__sock_recv_all(fd, got, sizeof(got), deadline) == 0 &&
+            hvd_mac_equal(got + 8, hello + 8) && memcmp(got, hello, 8) == 0 &&
+            hvd__sock_send_all(fd, &ack, 1, deadline) == 0)
+            r->prev_fd = fd;
+        else
+            close(fd);
+    }
+    rc = hvd__sock_recv_all(r->next_fd, &ack, 1, deadline);
+    if (rc) {
+        snprintf(err, errlen, "%s did not accept our connection", r->next_desc);
+        return rc;
+    }
+    hvd__sock_tune(r->next_fd, c->peer_timeout_s);
+    hvd__sock_tune(r->prev_fd, c->peer_timeout_s);
+    hvd__sock_tune(c->rdv_fd, c->peer_timeout_s);
+    return 0;
+}
+
+int hvd__join(struct hvd_ctx *c, char *err, size_t errlen)
+{
+    struct hvd_rdv_peers peers = {0};
+    int lfd = -1, port = 0, rc;
+
+    if ((rc = read_env(c, err, errlen)))
+        return rc;
+    hvd__ring_init(&c->ring, c->rank, c->size);
+    hvd_frame_reader_init(&c->rdv_reader, HVD_RDV_FRAME_MAX);
+    int64_t deadline = hvd__now_ms() + (int64_t)(start_timeout() * 1000);
+    const char *rdv = getenv(HVD_ENV_RDV_ADDR);
+    lfd = hvd__sock_listen(rdv && strchr(rdv, ':') ? AF_INET6 : AF_INET, 64,
+                           &port);
+    if (lfd < 0) {
+        snprintf(err, errlen, "cannot listen for peers: %s", strerror(errno));
+        rc = lfd;
+        goto out;
+    }
+    if ((rc = rendezvous(c, port, &peers, deadline, err, errlen)))
+        goto out;
+    if (c->size > 1)
+        rc = connect_ring(c, lfd, &peers, deadline + 5000, err, errlen);
+out:
+    if (lfd >= 0)
+        close(lfd);
+    hvd_rdv_peers_close(&peers);
+    return rc;
+}

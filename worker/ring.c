@@ -1,0 +1,325 @@
+/* Ring collectives: a schedule of send and receive steps run by one
+ * non-blocking loop, so sending, receiving and reducing overlap. */
+#include "ring.h"
+
+#include <errno.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "common/hvd_err.h"
+#include "reduce.h"
+#include "sock.h"
+
+/* Bytes taken from a socket per receive call, and the staging size. */
+#define RING_STAGE (256u * 1024)
+
+struct step {
+    uint8_t *ptr;
+    size_t esize;
+    size_t count; /* elements */
+    int dep;      /* sends: the receive step that must land first, or -1 */
+    int direct;   /* receives: straight into ptr, no processing */
+};
+
+struct sched {
+    struct step *send;
+    int nsend;
+    struct step *recv;
+    int nrecv;
+    /* Called with whole received elements of a staged receive step. */
+    void (*process)(void *ctx, int step, size_t first, const uint8_t *data,
+                    size_t n);
+    void *ctx;
+};
+
+void hvd__ring_init(struct hvd_ring *r, int rank, int size)
+{
+    memset(r, 0, sizeof(*r));
+    r->rank = rank;
+    r->size = size;
+    r->next_fd = r->prev_fd = r->abort_fd = -1;
+}
+
+void hvd__ring_close(struct hvd_ring *r)
+{
+    if (r == NULL)
+        return;
+    if (r->next_fd >= 0)
+        close(r->next_fd);
+    if (r->prev_fd >= 0)
+        close(r->prev_fd);
+    free(r->stage);
+    free(r->acc);
+    r->stage = r->acc = NULL;
+    r->next_fd = r->prev_fd = -1;
+}
+
+static int grow(uint8_t **buf, size_t *cap, size_t want)
+{
+    if (*cap >= want)
+        return 0;
+    uint8_t *nb = realloc(*buf, want);
+    if (nb == NULL)
+        return HVD_ENOMEM;
+    *buf = nb;
+    *cap = want;
+    return 0;
+}
+
+static int peer_error(const char *desc, ssize_t n, char *err, size_t errlen)
+{
+    if (n == 0)
+        snprintf(err, errlen, "%s closed its connection", desc);
+    else
+        snprintf(err, errlen, "lost the connection to %s: %s", desc,
+                 strerror(errno));
+    return HVD_EPEER;
+}
+
+/* Bytes of the current send step that may go out now. */
+static size_t send_allowed(const struct sched *sc, int si, int ri, size_t rdone)
+{
+    const struct step *s = &sc->send[si];
+    if (s->dep < 0 || s->dep < ri)
+        return s->count * s->esize;
+    if (s->dep == ri)
+        return rdone * s->esize;
+    return 0;
+}
+
+static int run(struct hvd_ring *r, const struct sched *sc, char *err,
+               size_t errlen)
+{
+    int si = 0, ri = 0;
+    size_t sbytes = 0, rbytes = 0, rdone = 0, held = 0;
+
+    if (grow(&r->stage, &r->stage_cap, RING_STAGE))
+        return HVD_ENOMEM;
+    for (;;) {
+        while (si < sc->nsend &&
+               sbytes == sc->send[si].count * sc->send[si].esize) {
+            si++;
+            sbytes = 0;
+        }
+        while (ri < sc->nrecv && rdone == sc->recv[ri].count) {
+            ri++;
+            rbytes = rdone = held = 0;
+        }
+        if (si == sc->nsend && ri == sc->nrecv)
+            return 0;
+
+        int progress = 0;
+        size_t allowed = si < sc->nsend ? send_allowed(sc, si, ri, rdone) : 0;
+        if (allowed > sbytes) {
+            ssize_t n = send(r->next_fd, sc->send[si].ptr + sbytes,
+                             allowed - sbytes, MSG_NOSIGNAL | MSG_DONTWAIT);
+            if (n > 0) {
+                sbytes += (size_t)n;
+                progress = 1;
+            } else if (n < 0 && errno != EAGAIN && errno != EINTR) {
+                return peer_error(r->next_desc, n, err, errlen);
+            }
+        }
+        if (ri < sc->nrecv) {
+            const struct step *s = &sc->recv[ri];
+            size_t total = s->count * s->esize;
+            uint8_t *dst = s->direct ? s->ptr + rbytes : r->stage + held;
+            size_t want = total - rbytes;
+            if (!s->direct && want > r->stage_cap - held)
+                want = r->stage_cap - held;
+            ssize_t n = recv(r->prev_fd, dst, want, MSG_DONTWAIT);
+            if (n > 0) {
+                rbytes += (size_t)n;
+                progress = 1;
+                if (s->direct) {
+                    rdone = rbytes / s->esize;
+                } else {
+                    held += (size_t)n;
+                    size_t whole = held / s->esize;
+                    if (whole > 0) {
+                        sc->process(sc->ctx, ri, rdone, r->stage, whole);
+                        rdone += whole;
+                        held -= whole * s->esize;
+                        memmove(r->stage, r->stage + whole * s->esize, held);
+                    }
+                }
+            } else if (n == 0 || (errno != EAGAIN && errno != EINTR)) {
+                return peer_error(r->prev_desc, n, err, errlen);
+            }
+        }
+        if (progress)
+            continue;
+
+        /* Nothing moved: sleep until a socket or the abort channel can. */
+        struct pollfd p[3];
+        int np = 0, ab = -1;
+        if (allowed > sbytes)
+            p[np++] = (struct pollfd){.fd = r->next_fd, .events = POLLOUT};
+        if (ri < sc->nrecv)
+            p[np++] = (struct pollfd){.fd = r->prev_fd, .events = POLLIN};
+        if (r->abort_fd >= 0) {
+            ab = np;
+            p[np++] = (struct pollfd){.fd = r->abort_fd, .events = POLLIN};
+        }
+        int timeout = -1;
+        if (r->abort_deadline > 0) {
+            int64_t left = r->abort_deadline - hvd__now_ms();
+            timeout = left < 0 ? 0 : (int)left;
+        }
+        if (poll(p, (nfds_t)np, timeout) < 0 && errno != EINTR) {
+            snprintf(err, errlen, "poll failed: %s", strerror(errno));
+            return HVD_ESYS;
+        }
+        if ((ab >= 0 && p[ab].revents) ||
+            (r->abort_deadline > 0 && hvd__now_ms() >= r->abort_deadline)) {
+            int rc = r->check_abort(r->abort_ctx, err, errlen);
+            if (rc < 0)
+                return rc;
+        }
+    }
+}
+
+/* Elements of segment i when count is split into size near-equal parts. */
+static size_t seg_count(size_t count, int size, int i)
+{
+    return count / (size_t)size + ((size_t)i < count % (size_t)size);
+}
+
+static size_t seg_first(size_t count, int size, int i)
+{
+    size_t base = count / (size_t)size, extra = count % (size_t)size;
+    return (size_t)i * base + ((size_t)i < extra ? (size_t)i : extra);
+}
+
+struct ar_ctx {
+    struct hvd_ring *r;
+    uint8_t *acc;
+    uint8_t *out;
+    size_t acc_es, out_es;
+    hvd_dtype dt, acc_dt;
+    hvd_op op;
+    const size_t *first; /* first element of each receive step's segment */
+};
+
+/* Reduce-scatter data: fold into the accumulator; the last step's
+ * segment is complete then, so it is finished (averaged, narrowed). */
+static void ar_process(void *vctx, int step, size_t first, const uint8_t *d,
+                       size_t n)
+{
+    struct ar_ctx *c = vctx;
+    size_t e = c->first[step] + first;
+    hvd__reduce(c->acc + e * c->acc_es, d, n, c->acc_dt, c->op);
+    if (step == c->r->size - 2)
+        hvd__finish(c->out + e * c->out_es, c->acc + e * c->acc_es, n, c->dt,
+                    c->op, c->r->size);
+}
+
+int hvd__ring_allreduce(struct hvd_ring *r, const void *sendbuf, void *recvbuf,
+                        size_t count, hvd_dtype dt, hvd_op op, char *err,
+                        size_t errlen)
+{
+    int n = r->size, rank = r->rank;
+    hvd_dtype acc_dt = hvd__acc_dtype(dt);
+    size_t es = hvd_dtype_size(dt), aes = hvd_dtype_size(acc_dt);
+    uint8_t *out = recvbuf, *acc = recvbuf;
+    int rc = 0;
+
+    if (es == 0 || (int)op < HVD_SUM || op > HVD_PRODUCT)
+        return HVD_EINVAL;
+    if (acc_dt != dt) {
+        if (grow(&r->acc, &r->acc_cap, count > 0 ? count * aes : 1))
+            return HVD_ENOMEM;
+        acc = r->acc;
+        hvd__widen(acc, sendbuf, count, dt);
+    } else if (sendbuf != recvbuf && count > 0) {
+        memcpy(recvbuf, sendbuf, count * es);
+    }
+    if (n == 1) {
+        hvd__finish(out, acc, count, dt, op, 1);
+        return 0;
+    }
+
+    int steps = 2 * (n - 1);
+    struct step *send = calloc((size_t)steps, sizeof(*send));
+    struct step *recv = calloc((size_t)steps, sizeof(*recv));
+    size_t *first = calloc((size_t)steps, sizeof(*first));
+    if (send == NULL || recv == NULL || first == NULL) {
+        rc = HVD_ENOMEM;
+        goto out;
+    }
+    for (int s = 0; s < n - 1; s++) {
+        /* Reduce-scatter: pass segment rank-s on, fold in rank-s-1. */
+        int ss = ((rank - s) % n + n) % n, rs = ((rank - s - 1) % n + n) % n;
+        send[s] = (struct step){acc + seg_first(count, n, ss) * aes, aes,
+                                seg_count(count, n, ss), s - 1, 0};
+        recv[s] = (struct step){NULL, aes, seg_count(count, n, rs), -1, 0};
+        first[s] = seg_first(count, n, rs);
+        /* Allgather: pass finished segment rank+1-s on, store rank-s. */
+        int as = ((rank + 1 - s) % n + n) % n, ar = ((rank - s) % n + n) % n;
+        int g = n - 1 + s;
+        send[g] = (struct step){out + seg_first(count, n, as) * es, es,
+                                seg_count(count, n, as), g - 1, 0};
+        recv[g] = (struct step){out + seg_first(count, n, ar) * es, es,
+                                seg_count(count, n, ar), -1, 1};
+    }
+    struct ar_ctx ctx = {r, acc, out, aes, es, dt, acc_dt, op, first};
+    struct sched sc = {send, steps, recv, steps, ar_process, &ctx};
+    rc = run(r, &sc, err, errlen);
+out:
+    free(send);
+    free(recv);
+    free(first);
+    return rc;
+}
+
+int hvd__ring_broadcast(struct hvd_ring *r, void *buf, size_t bytes, int root,
+                        char *err, size_t errlen)
+{
+    if (root < 0 || root >= r->size)
+        return HVD_EINVAL;
+    if (r->size == 1 || bytes == 0)
+        return 0;
+    /* A chain from root around the ring; each rank forwards what it got,
+     * except the one before root. */
+    struct step recv = {buf, 1, bytes, -1, 1};
+    struct step send = {buf, 1, bytes, r->rank == root ? -1 : 0, 0};
+    int forward = (r->rank + 1) % r->size != root;
+    struct sched sc = {&send, forward, &recv, r->rank != root, NULL, NULL};
+    return run(r, &sc, err, errlen);
+}
+
+int hvd__ring_allgatherv(struct hvd_ring *r, const void *sendbuf, void *recvbuf,
+                         const size_t *bytes, char *err, size_t errlen)
+{
+    int n = r->size, rank = r->rank;
+    size_t *off = calloc((size_t)n, sizeof(*off));
+    struct step *send = calloc((size_t)n, sizeof(*send));
+    struct step *recv = calloc((size_t)n, sizeof(*recv));
+    uint8_t *out = recvbuf;
+    int rc = 0;
+
+    if (off == NULL || send == NULL || recv == NULL) {
+        rc = HVD_ENOMEM;
+        goto out;
+    }
+    for (int i = 1; i < n; i++)
+        off[i] = off[i - 1] + bytes[i - 1];
+    if (bytes[rank] > 0 && out + off[rank] != sendbuf)
+        memcpy(out + off[rank], sendbuf, bytes[rank]);
+    for (int s = 0; s < n - 1; s++) {
+        int sb = ((rank - s) % n + n) % n, rb = ((rank - s - 1) % n + n) % n;
+        send[s] = (struct step){out + off[sb], 1, bytes[sb], s - 1, 0};
+        recv[s] = (struct step){out + off[rb], 1, bytes[rb], -1, 1};
+    }
+    struct sched sc = {send, n - 1, recv, n - 1, NULL, NULL};
+    rc = run(r, &sc, err, errlen);
+out:
+    free(off);
+    free(send);
+    free(recv);
+    return rc;
+}

@@ -1,0 +1,50 @@
+/* Collectives over a TCP ring: each rank sends to the next rank and
+ * receives from the previous one, chunked and pipelined. */
+#ifndef HVD_RING_H
+#define HVD_RING_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "include/hvd.h"
+
+struct hvd_ring {
+    int rank;
+    int size;
+    int next_fd;        /* to rank + 1; -1 when size is 1 */
+    int prev_fd;        /* from rank - 1 */
+    char next_desc[96]; /* "rank 3 (host a)", for messages */
+    char prev_desc[96];
+    /*
+     * Polled while a collective waits. When readable, check_abort is
+     * called: it returns 0 to go on or a negative code (with err filled)
+     * to fail the collective.
+     */
+    int abort_fd;
+    int (*check_abort)(void *ctx, char *err, size_t errlen);
+    void *abort_ctx;
+    /* Set by check_abort when a failure was announced: the collective may
+     * still finish with data already on its way until then (ms). */
+    int64_t abort_deadline;
+    uint8_t *stage; /* receive staging for reductions */
+    size_t stage_cap;
+    uint8_t *acc; /* float32 accumulator for float16/bfloat16 */
+    size_t acc_cap;
+};
+
+void hvd__ring_init(struct hvd_ring *r, int rank, int size);
+/* Frees the buffers and closes the sockets. */
+void hvd__ring_close(struct hvd_ring *r);
+
+/* On failure each returns a negative code and writes the cause to err. */
+int hvd__ring_allreduce(struct hvd_ring *r, const void *sendbuf, void *recvbuf,
+                        size_t count, hvd_dtype dt, hvd_op op, char *err,
+                        size_t errlen);
+int hvd__ring_broadcast(struct hvd_ring *r, void *buf, size_t bytes, int root,
+                        char *err, size_t errlen);
+/* recvbuf holds the sum of bytes[]; rank r's block goes at the sum of
+ * bytes[0..r-1]. sendbuf (bytes[rank] long) may already be in place. */
+int hvd__ring_allgatherv(struct hvd_ring *r, const void *sendbuf, void *recvbuf,
+                         const size_t *bytes, char *err, size_t errlen);
+
+#endif
