@@ -10,7 +10,7 @@
 #define HVD_PROTO_VERSION 1u
 
 enum hvd_msg {
-    HVD_MSG_HELLO = 1,  /* agent: u32 version, str hostname, i32 gpus */
+    HVD_MSG_HELLO = 1,  /* agent: u32 version, str host, i32 gpus, i32 port */
     HVD_MSG_JOB = 2,    /* launcher: a job spec, see below */
     HVD_MSG_STDIN = 3,  /* launcher: bytes for rank 0; empty means EOF */
     HVD_MSG_SIGNAL = 4, /* launcher: u32 signal number for every rank */

@@ -14,6 +14,7 @@
 #include "common/log.h"
 #include "common/wire.h"
 #include "hvd_version.h"
+#include "net.h"
 
 struct send_req {
     uv_write_t req;
@@ -87,6 +88,8 @@ static void send_hello(struct agent *ag)
     hvd_wbuf_u32(&w, HVD_PROTO_VERSION);
     hvd_wbuf_str(&w, host);
     hvd_wbuf_i32(&w, ag->gpus);
+    /* A port free here, for MASTER_PORT if rank 0 lands on this host. */
+    hvd_wbuf_i32(&w, hr_free_port());
     if (hvd_wbuf_finish(&w, HVD_MSG_HELLO, &f, &len) == 0)
         agent_send(ag, f, len);
 }

@@ -87,6 +87,41 @@ static int opt_no_gpu(struct hr_opts *o, const char *arg, char *err, size_t n)
     return 0;
 }
 
+static int opt_ssh_port(struct hr_opts *o, const char *arg, char *err, size_t n)
+{
+    char *end;
+    long v = strtol(arg, &end, 10);
+    if (end == arg || *end != '\0' || v < 1 || v > 65535) {
+        snprintf(err, n, "--ssh-port must be a TCP port (1-65535), got '%s'",
+                 arg);
+        return -1;
+    }
+    o->ssh_port = (int)v;
+    return 0;
+}
+
+/* Options that only store their argument. */
+#define STORE(fn, field)                                                       \
+    static int fn(struct hr_opts *o, const char *arg, char *err, size_t n)     \
+    {                                                                          \
+        (void)err, (void)n;                                                    \
+        o->field = arg;                                                        \
+        return 0;                                                              \
+    }
+STORE(opt_identity, identity_file)
+STORE(opt_agent_path, agent_path)
+STORE(opt_network_interface, network_interface)
+STORE(opt_rendezvous_addr, rendezvous_addr)
+#undef STORE
+
+static int opt_accept_new(struct hr_opts *o, const char *arg, char *err,
+                          size_t n)
+{
+    (void)arg, (void)err, (void)n;
+    o->ssh_accept_new = 1;
+    return 0;
+}
+
 static int opt_verbose(struct hr_opts *o, const char *arg, char *err, size_t n)
 {
     (void)arg, (void)err, (void)n;
@@ -115,6 +150,23 @@ const struct hr_option hr_options[] = {
      opt_kill_grace},
     {"no-gpu-pinning", NULL, 0, NULL,
      "do not set CUDA_VISIBLE_DEVICES to one GPU per rank", opt_no_gpu},
+    {"ssh-port", NULL, 'p', "PORT", "SSH port of the remote hosts (default 22)",
+     opt_ssh_port},
+    {"ssh-identity-file", NULL, 'i', "FILE",
+     "private key to try after ssh-agent, before ~/.ssh/id_*", opt_identity},
+    {"ssh-accept-new", NULL, 0, NULL,
+     "add unknown host keys to ~/.ssh/known_hosts (changed keys are "
+     "always refused)",
+     opt_accept_new},
+    {"agent-path", NULL, 0, "PATH",
+     "hvd-agent on remote hosts (default: the same path as here)",
+     opt_agent_path},
+    {"network-interface", NULL, 0, "IF",
+     "hand ranks the rendezvous address of this interface",
+     opt_network_interface},
+    {"rendezvous-addr", NULL, 0, "ADDR",
+     "hand ranks this rendezvous address (default: the route to the hosts)",
+     opt_rendezvous_addr},
     {"verbose", NULL, 0, NULL, "print what horovodrun does", opt_verbose},
     {"version", NULL, 'v', NULL, "print the version and exit", NULL},
     {"help", NULL, 'h', NULL, "print this help and exit", NULL},

@@ -14,6 +14,12 @@ struct hr_opts {
     double kill_grace;    /* seconds */
     int gpu_pinning;
     int verbose;
+    int ssh_port;              /* 0: the SSH default, 22 */
+    const char *identity_file; /* -i */
+    int ssh_accept_new;        /* add unknown host keys */
+    const char *agent_path;    /* hvd-agent on remote hosts */
+    const char *network_interface;
+    const char *rendezvous_addr;
     char **cmd; /* the command and its arguments, NULL-terminated */
     int cmdc;
 };

@@ -15,52 +15,18 @@
 #include "common/log.h"
 #include "common/proto.h"
 #include "common/wire.h"
+#include "link.h"
 #include "net.h"
+#include "ssh.h"
 
 extern char **environ;
 
 /* How long agents get, beyond the kill grace, to report a stopped job. */
 #define STOP_SLACK_MS 5000
 
-struct send_req {
-    uv_write_t req;
-    uint8_t *frame;
-    int is_stdin; /* the next stdin read waits for this write */
-};
-
 static void read_stdin(struct hr_job *job);
 static void stop_all(struct hr_job *job, int now);
-
-static void on_sent(uv_write_t *req, int status)
-{
-    struct send_req *sr = (struct send_req *)req;
-    struct hr_job *job = req->data;
-    (void)status; /* a dead agent is noticed by its exit */
-    if (sr->is_stdin && !job->stopping)
-        read_stdin(job);
-    free(sr->frame);
-    free(sr);
-}
-
-/* Queues a frame (ownership passes) to an agent that is still running. */
-static void send_frame(struct hr_agent *a, uint8_t *frame, size_t len,
-                       int is_stdin)
-{
-    struct send_req *sr = malloc(sizeof(*sr));
-    if (sr == NULL || !a->running) {
-        free(sr);
-        free(frame);
-        return;
-    }
-    sr->frame = frame;
-    sr->is_stdin = is_stdin;
-    sr->req.data = a->job;
-    uv_buf_t b = uv_buf_init((char *)frame, (unsigned)len);
-    if (uv_write(&sr->req, (uv_stream_t *)&a->to, &b, 1, on_sent) != 0) {
-        free(frame);
-        free(sr);
-    }
-}
+static int rdv_addr(struct hr_job *job, char *out, size_t len);
 
 static void send_simple(struct hr_agent *a, uint8_t type, uint32_t value,
                         int is_u8)
@@ -74,7 +40,7 @@ static void send_simple(struct hr_agent *a, uint8_t type, uint32_t value,
     else
         hvd_wbuf_u32(&w, value);
     if (hvd_wbuf_finish(&w, type, &f, &len) == 0)
-        send_frame(a, f, len, 0);
+        hr_link_send(a, f, len, 0);
 }
 
 /* "SIGKILL" for 9; "SIG?" for numbers without a name. */
@@ -130,10 +96,10 @@ static void stop_all(struct hr_job *job, int now)
         struct hr_agent *a = &job->agents[i];
         if (!a->running)
             continue;
-        if (a->hello)
+        if (a->hello && job->started)
             send_simple(a, HVD_MSG_STOP, (uint32_t)now, 1);
         else
-            uv_process_kill(&a->proc, SIGTERM);
+            hr_link_kill(a, now ? SIGKILL : SIGTERM);
     }
     uint64_t ms =
         now ? STOP_SLACK_MS
@@ -195,9 +161,41 @@ static int send_job(struct hr_job *job, struct hr_agent *a)
     if (!err)
         err = hvd_jobspec_encode(&js, &f, &len);
     if (!err)
-        send_frame(a, f, len, 0);
+        hr_link_send(a, f, len, 0);
     hvd_jobspec_close(&js);
     return err;
+}
+
+/* Pre-flight passed on every host: the rendezvous server goes up where
+ * all hosts can reach it, and every agent gets its part of the job. */
+static void start_job(struct hr_job *job)
+{
+    char addr[64];
+    int rc;
+
+    uv_timer_stop(&job->start_timer);
+    job->started = 1;
+    rc = rdv_addr(job, addr, sizeof(addr));
+    if (rc == 0)
+        rc = hr_rdv_start(&job->rdv, job->loop, job->remote, addr, job->secret,
+                          job->plan->size, job->opts->start_timeout);
+    if (rc != 0) {
+        fail_job(job, "cannot start the rendezvous server on %s: %s", addr,
+                 rc < 0 ? uv_strerror(rc) : "no such address");
+        return;
+    }
+    job->master_port = job->agents[job->stdin_agent].free_port;
+    hvd_log_info("rendezvous server on %s:%d; MASTER_PORT %d", job->rdv.addr,
+                 job->rdv.port, job->master_port);
+    for (int i = 0; i < job->nagents; i++) {
+        struct hr_agent *a = &job->agents[i];
+        if ((rc = send_job(job, a)) != 0) {
+            fail_job(job, "host %s: cannot send the job: %s", a->name,
+                     hvd_strerror(rc));
+            return;
+        }
+    }
+    read_stdin(job);
 }
 
 static void handle_hello(struct hr_job *job, struct hr_agent *a,
@@ -205,32 +203,29 @@ static void handle_hello(struct hr_job *job, struct hr_agent *a,
 {
     uint32_t version = hvd_rbuf_u32(r);
     char *remote_name = hvd_rbuf_strdup(r);
-    int32_t gpus = hvd_rbuf_i32(r);
+    a->gpus = hvd_rbuf_i32(r);
+    a->free_port = hvd_rbuf_i32(r);
     int err = hvd_rbuf_done(r);
 
     if (err == 0 && version != HVD_PROTO_VERSION)
         err = HVD_EPROTO;
     if (err) {
-        fail_job(job,
-                 "host %s: hvd-agent speaks protocol %u, this horovodrun "
-                 "speaks %u; install the same version on every host",
-                 host_name(job, a->host), version, HVD_PROTO_VERSION);
-    } else if (!a->hello && !job->stopping) {
+        snprintf(a->failure, sizeof(a->failure),
+                 "hvd-agent speaks protocol %u, this horovodrun speaks %u; "
+                 "install the same version on every host",
+                 version, HVD_PROTO_VERSION);
+        hr_link_kill(a, SIGTERM);
+    } else if (!a->hello) {
         a->hello = 1;
-        hvd_log_info("host %s (%s): agent ready, %d GPUs",
-                     host_name(job, a->host), remote_name, gpus);
-        if ((err = send_job(job, a)) != 0)
-            fail_job(job, "host %s: cannot send the job: %s",
-                     host_name(job, a->host), hvd_strerror(err));
-        else if (a - job->agents == job->stdin_agent)
-            read_stdin(job);
+        hvd_log_info("host %s (%s): agent ready, %d GPUs", a->name,
+                     remote_name ? remote_name : "?", a->gpus);
     }
     free(remote_name);
     int all = 1;
     for (int i = 0; i < job->nagents; i++)
         all &= job->agents[i].hello;
-    if (all)
-        uv_timer_stop(&job->start_timer);
+    if (all && !job->stopping && !job->started)
+        start_job(job);
 }
 
 static int handle_frame(struct hr_job *job, struct hr_agent *a,
@@ -271,11 +266,11 @@ static int handle_frame(struct hr_job *job, struct hr_agent *a,
         if (text == NULL)
             return r.err;
         if (level == HVD_NOTE_ERROR)
-            hvd_log_error("host %s: %s", host_name(job, a->host), text);
+            hvd_log_error("host %s: %s", a->name, text);
         else if (level == HVD_NOTE_WARN)
-            hvd_log_warn("host %s: %s", host_name(job, a->host), text);
+            hvd_log_warn("host %s: %s", a->name, text);
         else
-            hvd_log_info("host %s: %s", host_name(job, a->host), text);
+            hvd_log_info("host %s: %s", a->name, text);
         free(text);
         return 0;
     }
@@ -284,143 +279,75 @@ static int handle_frame(struct hr_job *job, struct hr_agent *a,
     }
 }
 
-static void agent_closed(uv_handle_t *h)
+void hr_job_agent_bytes(struct hr_agent *a, const char *buf, size_t n)
 {
-    (void)h;
-}
-
-/* An agent is finished once its process exited and its output is read. */
-static void agent_maybe_finished(struct hr_agent *a)
-{
-    struct hr_job *job = a->job;
-    if (a->running || a->reading)
-        return;
-    uv_close((uv_handle_t *)&a->proc, agent_closed);
-    uv_close((uv_handle_t *)&a->to, agent_closed);
-    uv_close((uv_handle_t *)&a->from, agent_closed);
-    int lost = 0;
-    for (int r = 0; r < job->plan->size; r++)
-        if (job->plan->ranks[r].host == a->host && !job->ranks[r].done)
-            lost++;
-    if (lost > 0 && !job->killing) {
-        if (a->term_signal)
-            fail_job(job,
-                     "host %s: hvd-agent was killed by signal %d (%s) "
-                     "with %d ranks still running",
-                     host_name(job, a->host), a->term_signal,
-                     sig_name(a->term_signal), lost);
-        else
-            fail_job(job,
-                     "host %s: hvd-agent exited with status %lld with "
-                     "%d ranks still running",
-                     host_name(job, a->host), (long long)a->status, lost);
-    }
-    if (--job->agents_left == 0)
-        uv_stop(job->loop);
-}
-
-static void alloc_agent(uv_handle_t *h, size_t hint, uv_buf_t *buf)
-{
-    (void)h;
-    static char chunk[65536];
-    (void)hint;
-    *buf = uv_buf_init(chunk, sizeof(chunk));
-}
-
-static void on_agent_data(uv_stream_t *s, ssize_t n, const uv_buf_t *buf)
-{
-    struct hr_agent *a = s->data;
     struct hvd_frame f;
-    int rc = 0;
-
-    if (n < 0) {
-        uv_read_stop(s);
-        a->reading = 0;
-        agent_maybe_finished(a);
-        return;
-    }
-    if ((rc = hvd_frame_reader_push(&a->reader, buf->base, (size_t)n)) == 0)
+    int rc = hvd_frame_reader_push(&a->reader, buf, n);
+    if (rc == 0)
         while ((rc = hvd_frame_reader_next(&a->reader, &f)) == 1 &&
                (rc = handle_frame(a->job, a, &f)) == 0)
             ;
     if (rc < 0) {
-        fail_job(a->job,
-                 "host %s: bad message from hvd-agent (%s); is it "
-                 "the same version as horovodrun?",
-                 host_name(a->job, a->host), hvd_strerror(rc));
-        uv_read_stop(s);
-        a->reading = 0;
-        uv_process_kill(&a->proc, SIGKILL);
+        snprintf(a->failure, sizeof(a->failure),
+                 "bad message from hvd-agent (%s); is it the same version "
+                 "as horovodrun?",
+                 hvd_strerror(rc));
+        if (a->job->started)
+            fail_job(a->job, "host %s: %s", a->name, a->failure);
+        hr_link_kill(a, SIGKILL);
     }
 }
 
-static void on_agent_exit(uv_process_t *p, int64_t status, int sig)
+void hr_job_agent_sent(struct hr_agent *a)
 {
-    struct hr_agent *a = p->data;
-    a->running = 0;
-    a->status = status;
-    a->term_signal = sig;
-    agent_maybe_finished(a);
+    if (!a->job->stopping)
+        read_stdin(a->job);
 }
 
-static int agent_path(char *out, size_t len)
+/* Whether a rank-less failure of this agent ends the job. */
+static void agent_lost(struct hr_job *job, struct hr_agent *a)
 {
-    size_t n = len;
-    if (uv_exepath(out, &n) != 0)
-        return -1;
-    char *slash = strrchr(out, '/');
-    if (slash == NULL || (size_t)(slash - out) + sizeof("/hvd-agent") > len)
-        return -1;
-    strcpy(slash, "/hvd-agent");
-    return 0;
+    int lost = 0;
+    for (int r = 0; r < job->plan->size; r++)
+        if (job->plan->ranks[r].host == a->host && !job->ranks[r].done)
+            lost++;
+    if (lost == 0 || job->killing)
+        return;
+    if (a->failure[0])
+        fail_job(job, "host %s: %s", a->name, a->failure);
+    else if (a->term_signal)
+        fail_job(job,
+                 "host %s: hvd-agent was killed by signal %d (%s) with %d "
+                 "ranks still running",
+                 a->name, a->term_signal, sig_name(a->term_signal), lost);
+    else
+        fail_job(job,
+                 "host %s: hvd-agent exited with status %lld with %d ranks "
+                 "still running",
+                 a->name, (long long)a->status, lost);
 }
 
-static int start_agent(struct hr_job *job, struct hr_agent *a)
+void hr_job_agent_ended(struct hr_agent *a)
 {
-    char path[PATH_MAX];
-    char *args[] = {"hvd-agent", NULL};
-    uv_stdio_container_t stdio[3];
-
-    if (agent_path(path, sizeof(path)) != 0) {
-        fail_job(job, "cannot find hvd-agent next to horovodrun");
-        return -1;
+    struct hr_job *job = a->job;
+    if (a->ended)
+        return;
+    a->ended = 1;
+    a->running = a->reading = 0;
+    hr_link_release(a);
+    if (!job->started) {
+        /* Pre-flight: this host failed; nobody else may start either. */
+        if (a->failure[0] == '\0')
+            snprintf(a->failure, sizeof(a->failure),
+                     "hvd-agent exited with status %lld before it was ready",
+                     (long long)a->status);
+        job->preflight_failed = 1;
+        stop_all(job, 0);
+    } else {
+        agent_lost(job, a);
     }
-    hvd_frame_reader_init(&a->reader, HVD_FRAME_MAX);
-    uv_pipe_init(job->loop, &a->to, 0);
-    uv_pipe_init(job->loop, &a->from, 0);
-    a->to.data = a->from.data = a->proc.data = a;
-    stdio[0].flags = UV_CREATE_PIPE | UV_READABLE_PIPE;
-    stdio[0].data.stream = (uv_stream_t *)&a->to;
-    stdio[1].flags = UV_CREATE_PIPE | UV_WRITABLE_PIPE;
-    stdio[1].data.stream = (uv_stream_t *)&a->from;
-    stdio[2].flags = UV_INHERIT_FD;
-    stdio[2].data.fd = 2;
-    /* Detached: a Ctrl-C at the terminal reaches horovodrun only, which
-     * decides what the ranks get. */
-    uv_process_options_t po = {
-        .exit_cb = on_agent_exit,
-        .file = path,
-        .args = args,
-        .flags = UV_PROCESS_DETACHED,
-        .stdio_count = 3,
-        .stdio = stdio,
-    };
-    int err = uv_spawn(job->loop, &a->proc, &po);
-    if (err) {
-        uv_close((uv_handle_t *)&a->proc, agent_closed);
-        uv_close((uv_handle_t *)&a->to, agent_closed);
-        uv_close((uv_handle_t *)&a->from, agent_closed);
-        job->agents_left--;
-        fail_job(job, "host %s: cannot start %s: %s", host_name(job, a->host),
-                 path, uv_strerror(err));
-        return -1;
-    }
-    a->running = 1;
-    a->reading = 1;
-    uv_read_start((uv_stream_t *)&a->from, alloc_agent, on_agent_data);
-    hvd_log_info("host %s: started hvd-agent (pid %d) for %u ranks",
-                 host_name(job, a->host), a->proc.pid, a->nranks);
-    return 0;
+    if (--job->agents_left == 0)
+        uv_stop(job->loop);
 }
 
 static void on_stdin(uv_fs_t *req)
@@ -439,7 +366,7 @@ static void on_stdin(uv_fs_t *req)
     /* n <= 0 is end of input (or an unreadable stdin): an empty frame. */
     hvd_wbuf_raw(&w, job->stdin_buf, n > 0 ? (size_t)n : 0);
     if (hvd_wbuf_finish(&w, HVD_MSG_STDIN, &f, &len) == 0)
-        send_frame(a, f, len, n > 0);
+        hr_link_send(a, f, len, n > 0);
 }
 
 static void read_stdin(struct hr_job *job)
@@ -474,29 +401,37 @@ static void on_signal(uv_signal_t *h, int sig)
                  sig_name(sig));
     for (int i = 0; i < job->nagents; i++) {
         struct hr_agent *a = &job->agents[i];
-        if (a->running && a->hello)
+        if (a->running && a->hello && job->started)
             send_simple(a, HVD_MSG_SIGNAL, (uint32_t)sig, 0);
         else if (a->running)
-            uv_process_kill(&a->proc, SIGTERM);
+            hr_link_kill(a, SIGTERM);
     }
 }
 
 static void on_start_timeout(uv_timer_t *t)
 {
     struct hr_job *job = t->data;
-    for (int i = 0; i < job->nagents; i++)
-        if (!job->agents[i].hello) {
-            fail_job(job,
-                     "host %s: hvd-agent did not start within %g s "
-                     "(--start-timeout)",
-                     host_name(job, job->agents[i].host),
-                     job->opts->start_timeout);
-            return;
-        }
+    for (int i = 0; i < job->nagents; i++) {
+        struct hr_agent *a = &job->agents[i];
+        if (!a->hello && a->failure[0] == '\0')
+            snprintf(a->failure, sizeof(a->failure),
+                     "timed out after %g s while %s (--start-timeout)",
+                     job->opts->start_timeout,
+                     a->stage ? a->stage : "starting hvd-agent");
+    }
+    job->preflight_failed = 1;
+    stop_all(job, 1);
 }
 
 static int summarize(struct hr_job *job)
 {
+    if (job->preflight_failed && !job->started) {
+        for (int i = 0; i < job->nagents; i++)
+            if (job->agents[i].failure[0])
+                hvd_log_error("host %s: %s", job->agents[i].name,
+                              job->agents[i].failure);
+        return HR_EXIT_PREFLIGHT;
+    }
     if (job->agent_failure) {
         hvd_log_error("%s", job->failure);
         return HR_EXIT_INTERNAL;
@@ -546,25 +481,34 @@ static void close_walk(uv_handle_t *h, void *arg)
 }
 
 /* Everything before the loop runs: returns 0 or horovodrun's exit code. */
+/* The address ranks reach the rendezvous server at: the user's choice,
+ * else this host's address on the route to the remote hosts (that of the
+ * first SSH connection), else loopback. */
+static int rdv_addr(struct hr_job *job, char *out, size_t len)
+{
+    const struct hr_opts *o = job->opts;
+    if (o->rendezvous_addr) {
+        snprintf(out, len, "%s", o->rendezvous_addr);
+        return 0;
+    }
+    if (o->network_interface)
+        return hr_net_if_addr(o->network_interface, out, len);
+    for (int i = 0; i < job->nagents; i++)
+        if (job->agents[i].ssh)
+            return hr_ssh_local_addr(job->agents[i].ssh, out, len);
+    snprintf(out, len, "127.0.0.1");
+    return 0;
+}
+
+/* Everything before the loop runs: returns 0 or horovodrun's exit code. */
 static int setup(struct hr_job *job)
 {
     const struct hr_opts *o = job->opts;
     const struct hvd_hostlist *hosts = job->hosts;
     const struct hvd_plan *plan = job->plan;
-    uint8_t secret[HVD_SECRET_LEN];
     char err[512];
     int rc;
 
-    for (size_t h = 0; h < hosts->n; h++) {
-        if (hvd_plan_host_ranks(plan, (int)h) > 0 &&
-            !hr_host_is_local(hosts->hosts[h].name)) {
-            hvd_log_error("host '%s' is not this machine; starting ranks on "
-                          "other hosts over SSH is not supported by this "
-                          "build yet",
-                          hosts->hosts[h].name);
-            return HR_EXIT_USAGE;
-        }
-    }
     if (getcwd(job->cwd, sizeof(job->cwd)) == NULL) {
         hvd_log_error("cannot get the working directory: %s", strerror(errno));
         return HR_EXIT_INTERNAL;
@@ -574,23 +518,12 @@ static int setup(struct hr_job *job)
         hvd_log_error("%s", err);
         return HR_EXIT_USAGE;
     }
-    if (hvd_secret_new(secret) != 0) {
+    if (hvd_secret_new(job->secret) != 0) {
         hvd_log_error("cannot read random bytes for the job secret: %s",
                       strerror(errno));
         return HR_EXIT_INTERNAL;
     }
-    hvd_hex_encode(secret, sizeof(secret), job->secret_hex);
-    rc = hr_rdv_start(&job->rdv, job->loop, "127.0.0.1", secret, plan->size,
-                      o->start_timeout);
-    memset(secret, 0, sizeof(secret));
-    if (rc != 0) {
-        hvd_log_error("cannot start the rendezvous server on 127.0.0.1: %s",
-                      uv_strerror(rc));
-        return HR_EXIT_INTERNAL;
-    }
-    job->master_port = hr_free_port();
-    hvd_log_info("rendezvous server on %s:%d; MASTER_PORT %d", job->rdv.addr,
-                 job->rdv.port, job->master_port);
+    hvd_hex_encode(job->secret, sizeof(job->secret), job->secret_hex);
 
     job->ranks = calloc((size_t)plan->size, sizeof(*job->ranks));
     job->agents = calloc(hosts->n, sizeof(*job->agents));
@@ -605,7 +538,16 @@ static int setup(struct hr_job *job)
         struct hr_agent *a = &job->agents[job->nagents];
         a->job = job;
         a->host = (int)h;
+        a->name = hosts->hosts[h].name;
         a->nranks = (uint32_t)n;
+        hvd_frame_reader_init(&a->reader, HVD_FRAME_MAX);
+        if (!hr_host_is_local(a->name)) {
+            if ((a->ssh = hr_ssh_new(a)) == NULL) {
+                hvd_log_error("out of memory");
+                return HR_EXIT_INTERNAL;
+            }
+            job->remote = 1;
+        }
         if ((int)h == plan->ranks[0].host)
             job->stdin_agent = job->nagents;
         job->nagents++;
@@ -624,8 +566,16 @@ static int setup(struct hr_job *job)
     }
     uv_timer_start(&job->start_timer, on_start_timeout,
                    (uint64_t)(o->start_timeout * 1000), 0);
-    for (int i = 0; i < job->nagents && !job->stopping; i++)
-        start_agent(job, &job->agents[i]);
+    for (int i = 0; i < job->nagents; i++) {
+        struct hr_agent *a = &job->agents[i];
+        if (hr_link_start(a) != 0) {
+            a->ended = 1;
+            job->agents_left--;
+            job->preflight_failed = 1;
+        }
+    }
+    if (job->preflight_failed)
+        stop_all(job, 0);
     return 0;
 }
 
@@ -655,8 +605,11 @@ int hr_job_run(const struct hr_opts *o, const struct hvd_hostlist *hosts,
      * is closed so that sanitizers see no leaks. */
     uv_walk(job.loop, close_walk, NULL);
     uv_run(job.loop, UV_RUN_NOWAIT);
-    for (int i = 0; i < job.nagents; i++)
+    for (int i = 0; i < job.nagents; i++) {
         hvd_frame_reader_close(&job.agents[i].reader);
+        hr_ssh_free(job.agents[i].ssh);
+    }
+    memset(job.secret, 0, sizeof(job.secret));
     hr_output_close(&job.out);
     free(job.agents);
     free(job.ranks);

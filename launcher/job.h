@@ -16,27 +16,40 @@
 /* horovodrun's own exit codes; a failed rank's code is passed through. */
 enum hr_exit {
     HR_EXIT_OK = 0,
-    HR_EXIT_INTERNAL = 1,  /* horovodrun or an agent failed */
-    HR_EXIT_USAGE = 2,     /* bad command line or host list */
-    HR_EXIT_NOEXEC = 126,  /* the command is not executable */
-    HR_EXIT_NOTFOUND = 127 /* the command was not found */
+    HR_EXIT_INTERNAL = 1,   /* horovodrun or an agent failed */
+    HR_EXIT_USAGE = 2,      /* bad command line or host list */
+    HR_EXIT_NOEXEC = 126,   /* the command is not executable */
+    HR_EXIT_NOTFOUND = 127, /* the command was not found */
+    HR_EXIT_PREFLIGHT = 255 /* a host could not be reached or set up */
 };
 
 struct hr_job;
+struct hr_ssh;
 
 struct hr_agent {
     struct hr_job *job;
-    int host; /* index in the host list */
+    int host;         /* index in the host list */
+    const char *name; /* as the user wrote it */
+    uint32_t nranks;  /* ranks placed on this host */
+    /* Local link. */
     uv_process_t proc;
     uv_pipe_t to;   /* frames to the agent (its stdin) */
     uv_pipe_t from; /* frames from the agent (its stdout) */
+    int handles_open;
+    /* Remote link; NULL for this host. */
+    struct hr_ssh *ssh;
+    const char *stage; /* what pre-flight is doing, for timeouts */
+    char failure[512]; /* why pre-flight failed on this host */
+
     struct hvd_frame_reader reader;
-    int hello;      /* HELLO received and JOB sent */
-    int running;    /* process not exited yet */
-    int reading;    /* from-pipe not at EOF yet */
-    int64_t status; /* exit status of the agent process */
+    int hello;      /* HELLO received */
+    int running;    /* the agent (or its session) is alive */
+    int reading;    /* its output is not at EOF yet */
+    int ended;      /* hr_job_agent_ended ran */
+    int64_t status; /* exit status of the agent */
     int term_signal;
-    uint32_t nranks; /* ranks placed on this host */
+    int free_port; /* a free TCP port on its host, from HELLO */
+    int gpus;
 };
 
 struct hr_rank_state {
@@ -52,7 +65,10 @@ struct hr_job {
     const struct hvd_plan *plan;
     struct hr_agent *agents;
     int nagents;
-    int agents_left; /* agents not fully finished */
+    int agents_left; /* agents not ended */
+    int remote;      /* some agents are remote */
+    int started;     /* pre-flight passed, JOB sent */
+    int preflight_failed;
     struct hr_rank_state *ranks;
     int ranks_done;
     struct hr_output out;
@@ -68,6 +84,7 @@ struct hr_job {
     char failure[512]; /* the summary when agent_failure */
     int master_port;
     char cwd[4096]; /* where the ranks run, on every host */
+    uint8_t secret[HVD_SECRET_LEN];
     char secret_hex[2 * HVD_SECRET_LEN + 1];
     int stdin_agent; /* agent that hosts rank 0, or -1 */
     uv_fs_t stdin_req;

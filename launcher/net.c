@@ -1,7 +1,10 @@
 /* Local-host detection and free-port lookup. */
 #include "net.h"
 
+#include <arpa/inet.h>
+#include <ifaddrs.h>
 #include <netdb.h>
+#include <stdio.h>
 #include <netinet/in.h>
 #include <string.h>
 #include <sys/socket.h>
@@ -59,4 +62,31 @@ int hr_free_port(void)
     if (fd >= 0)
         close(fd);
     return port;
+}
+
+int hr_net_if_addr(const char *ifname, char *out, size_t len)
+{
+    struct ifaddrs *ifs = NULL;
+    int found = 0;
+
+    if (getifaddrs(&ifs) != 0)
+        return -1;
+    /* Two passes: an IPv4 address wins over an IPv6 one. */
+    for (int pass = 0; pass < 2 && !found; pass++) {
+        int family = pass == 0 ? AF_INET : AF_INET6;
+        for (struct ifaddrs *i = ifs; i && !found; i = i->ifa_next) {
+            if (i->ifa_addr == NULL || strcmp(i->ifa_name, ifname) != 0 ||
+                i->ifa_addr->sa_family != family)
+                continue;
+            const void *a =
+                family == AF_INET
+                    ? (const void *)&((struct sockaddr_in *)i->ifa_addr)
+                          ->sin_addr
+                    : (const void *)&((struct sockaddr_in6 *)i->ifa_addr)
+                          ->sin6_addr;
+            found = inet_ntop(family, a, out, (socklen_t)len) != NULL;
+        }
+    }
+    freeifaddrs(ifs);
+    return found ? 0 : -1;
 }

@@ -2,11 +2,17 @@
 #ifndef HR_NET_H
 #define HR_NET_H
 
+#include <stddef.h>
+
 /* 1 if name means this machine: localhost, 127.0.0.1, ::1 or its own host
  * names. Other loopback addresses (127.0.0.2) count as remote. */
 int hr_host_is_local(const char *name);
 
 /* A TCP port that is free on this host right now, or a negative code. */
 int hr_free_port(void);
+
+/* The first IPv4 address (else IPv6) of a network interface, as text.
+ * 0, or -1 with a message naming the interface in out. */
+int hr_net_if_addr(const char *ifname, char *out, size_t len);
 
 #endif

@@ -291,9 +291,9 @@ static void on_connection(uv_stream_t *server, int status)
     uv_read_start((uv_stream_t *)&c->tcp, alloc_cb, on_read);
 }
 
-int hr_rdv_start(struct hr_rdv *r, uv_loop_t *loop, const char *addr,
-                 const uint8_t secret[HVD_SECRET_LEN], int size,
-                 double start_timeout)
+int hr_rdv_start(struct hr_rdv *r, uv_loop_t *loop, int bind_any,
+                 const char *addr, const uint8_t secret[HVD_SECRET_LEN],
+                 int size, double start_timeout)
 {
     struct sockaddr_storage ss;
     int namelen = sizeof(ss);
@@ -309,10 +309,12 @@ int hr_rdv_start(struct hr_rdv *r, uv_loop_t *loop, const char *addr,
     r->table.n = (uint32_t)size;
     if (r->ranks == NULL || r->table.peers == NULL)
         return UV_ENOMEM;
-    if (strchr(addr, ':') != NULL)
-        err = uv_ip6_addr(addr, 0, (struct sockaddr_in6 *)&ss);
+    int v6 = strchr(addr, ':') != NULL;
+    const char *bind_to = bind_any ? (v6 ? "::" : "0.0.0.0") : addr;
+    if (v6)
+        err = uv_ip6_addr(bind_to, 0, (struct sockaddr_in6 *)&ss);
     else
-        err = uv_ip4_addr(addr, 0, (struct sockaddr_in *)&ss);
+        err = uv_ip4_addr(bind_to, 0, (struct sockaddr_in *)&ss);
     if (err)
         return err;
     if ((err = uv_tcp_init(loop, &r->tcp)))

@@ -31,12 +31,14 @@ struct hr_rdv {
 };
 
 /*
- * Listens on addr (an IPv4 or IPv6 literal) at an ephemeral port for a job
- * of size ranks. Returns 0 or a libuv error code.
+ * Listens at an ephemeral port for a job of size ranks, on addr (an IPv4
+ * or IPv6 literal handed to the ranks), or on every address of its family
+ * with bind_any (remote hosts may come in on another interface). Returns
+ * 0 or a libuv error code.
  */
-int hr_rdv_start(struct hr_rdv *r, uv_loop_t *loop, const char *addr,
-                 const uint8_t secret[HVD_SECRET_LEN], int size,
-                 double start_timeout);
+int hr_rdv_start(struct hr_rdv *r, uv_loop_t *loop, int bind_any,
+                 const char *addr, const uint8_t secret[HVD_SECRET_LEN],
+                 int size, double start_timeout);
 void hr_rdv_close(struct hr_rdv *r);
 
 #endif

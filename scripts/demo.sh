@@ -5,4 +5,5 @@ cd "$(dirname "$0")/.."
 ./scripts/install-deps.sh
 [ -d build ] || meson setup build
 ninja -C build
-exec build/launcher/horovodrun -np 4 -H localhost:4 build/examples/envdemo
+exec build/launcher/horovodrun -np 4 -H localhost:4 build/examples/train \
+    --checkpoint build/checkpoint.bin

@@ -1,0 +1,153 @@
+/* The link to this host's agent: a child process with pipes. */
+#include <limits.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/log.h"
+#include "job.h"
+#include "link.h"
+#include "link_local.h"
+
+struct send_req {
+    uv_write_t req;
+    struct hr_agent *agent;
+    uint8_t *frame;
+    int notify;
+};
+
+static void on_sent(uv_write_t *req, int status)
+{
+    struct send_req *sr = (struct send_req *)req;
+    (void)status; /* a dead agent is noticed by its exit */
+    if (sr->notify)
+        hr_job_agent_sent(sr->agent);
+    free(sr->frame);
+    free(sr);
+}
+
+void hr_local_link_send(struct hr_agent *a, uint8_t *frame, size_t len,
+                        int notify)
+{
+    struct send_req *sr = malloc(sizeof(*sr));
+    if (sr == NULL || !a->running) {
+        free(sr);
+        free(frame);
+        return;
+    }
+    sr->agent = a;
+    sr->frame = frame;
+    sr->notify = notify;
+    uv_buf_t b = uv_buf_init((char *)frame, (unsigned)len);
+    if (uv_write(&sr->req, (uv_stream_t *)&a->to, &b, 1, on_sent) != 0) {
+        free(frame);
+        free(sr);
+    }
+}
+
+static void alloc_cb(uv_handle_t *h, size_t hint, uv_buf_t *buf)
+{
+    static char chunk[65536];
+    (void)h, (void)hint;
+    *buf = uv_buf_init(chunk, sizeof(chunk));
+}
+
+static void maybe_ended(struct hr_agent *a)
+{
+    if (!a->running && !a->reading)
+        hr_job_agent_ended(a);
+}
+
+static void on_data(uv_stream_t *s, ssize_t n, const uv_buf_t *buf)
+{
+    struct hr_agent *a = s->data;
+    if (n < 0) {
+        uv_read_stop(s);
+        a->reading = 0;
+        maybe_ended(a);
+        return;
+    }
+    hr_job_agent_bytes(a, buf->base, (size_t)n);
+}
+
+static void on_exit_cb(uv_process_t *p, int64_t status, int sig)
+{
+    struct hr_agent *a = p->data;
+    a->running = 0;
+    a->status = status;
+    a->term_signal = sig;
+    maybe_ended(a);
+}
+
+int hr_link_agent_path(char *out, size_t len)
+{
+    size_t n = len;
+    if (uv_exepath(out, &n) != 0)
+        return -1;
+    char *slash = strrchr(out, '/');
+    if (slash == NULL || (size_t)(slash - out) + sizeof("/hvd-agent") > len)
+        return -1;
+    strcpy(slash, "/hvd-agent");
+    return 0;
+}
+
+int hr_local_link_start(struct hr_agent *a)
+{
+    uv_loop_t *loop = a->job->loop;
+    char path[PATH_MAX];
+    char *args[] = {"hvd-agent", NULL};
+    uv_stdio_container_t stdio[3];
+
+    if (hr_link_agent_path(path, sizeof(path)) != 0) {
+        snprintf(a->failure, sizeof(a->failure),
+                 "cannot find hvd-agent next to horovodrun");
+        return -1;
+    }
+    uv_pipe_init(loop, &a->to, 0);
+    uv_pipe_init(loop, &a->from, 0);
+    a->to.data = a->from.data = a->proc.data = a;
+    stdio[0].flags = UV_CREATE_PIPE | UV_READABLE_PIPE;
+    stdio[0].data.stream = (uv_stream_t *)&a->to;
+    stdio[1].flags = UV_CREATE_PIPE | UV_WRITABLE_PIPE;
+    stdio[1].data.stream = (uv_stream_t *)&a->from;
+    stdio[2].flags = UV_INHERIT_FD;
+    stdio[2].data.fd = 2;
+    /* Detached: a Ctrl-C at the terminal reaches horovodrun only, which
+     * decides what the ranks get. */
+    uv_process_options_t po = {
+        .exit_cb = on_exit_cb,
+        .file = path,
+        .args = args,
+        .flags = UV_PROCESS_DETACHED,
+        .stdio_count = 3,
+        .stdio = stdio,
+    };
+    int err = uv_spawn(loop, &a->proc, &po);
+    a->handles_open = 1;
+    if (err) {
+        snprintf(a->failure, sizeof(a->failure), "cannot start %.300s: %s",
+                 path, uv_strerror(err));
+        return -1;
+    }
+    a->running = 1;
+    a->reading = 1;
+    uv_read_start((uv_stream_t *)&a->from, alloc_cb, on_data);
+    hvd_log_info("host %s: started hvd-agent (pid %d) for %u ranks", a->name,
+                 a->proc.pid, a->nranks);
+    return 0;
+}
+
+static void nothing(uv_handle_t *h)
+{
+    (void)h;
+}
+
+void hr_local_link_release(struct hr_agent *a)
+{
+    if (!a->handles_open)
+        return;
+    a->handles_open = 0;
+    uv_close((uv_handle_t *)&a->proc, nothing);
+    uv_close((uv_handle_t *)&a->to, nothing);
+    uv_close((uv_handle_t *)&a->from, nothing);
+}

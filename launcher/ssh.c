@@ -1,0 +1,730 @@
+/* One non-blocking libssh2 session per remote host, driven by uv_poll:
+ * resolve, connect, handshake, host key, authentication, then the agent's
+ * channel carries frames both ways. */
+#include "ssh.h"
+
+#include <errno.h>
+#include <libssh2.h>
+#include <limits.h>
+#include <netdb.h>
+#include <pwd.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+#include <uv.h>
+
+#include "common/log.h"
+#include "job.h"
+#include "known_hosts.h"
+#include "link.h"
+
+enum stage {
+    ST_IDLE,
+    ST_RESOLVE,
+    ST_CONNECT,
+    ST_HANDSHAKE,
+    ST_AUTH_LIST,
+    ST_AUTH_AGENT,
+    ST_AUTH_FILE,
+    ST_CHANNEL,
+    ST_EXEC,
+    ST_RUN,
+    ST_CLOSE,
+    ST_DONE
+};
+
+struct outq {
+    uint8_t *data;
+    size_t len, off;
+    int notify;
+    struct outq *next;
+};
+
+struct hr_ssh {
+    struct hr_agent *a;
+    uv_loop_t *loop;
+    enum stage st;
+    char user[128];
+    char host[256];
+    int port;
+    uv_getaddrinfo_t gai;
+    struct addrinfo *ai, *ai_next;
+    int fd;
+    uv_poll_t poll;
+    int poll_open;
+    uv_timer_t defer; /* ends the link outside of the caller's stack */
+    int defer_open;
+    LIBSSH2_SESSION *session;
+    LIBSSH2_CHANNEL *channel;
+    LIBSSH2_AGENT *agent;
+    struct libssh2_agent_publickey *identity;
+    char keys[4][PATH_MAX];
+    int nkeys, key;
+    char tried[1024];
+    struct outq *qhead, *qtail;
+    char errline[512]; /* the remote shell's last stderr line */
+    size_t errlen;
+};
+
+static int inited;
+
+static void step(struct hr_ssh *s);
+
+struct hr_ssh *hr_ssh_new(struct hr_agent *a)
+{
+    struct hr_ssh *s = calloc(1, sizeof(*s));
+    if (s == NULL)
+        return NULL;
+    if (!inited && libssh2_init(0) == 0)
+        inited = 1;
+    s->a = a;
+    s->fd = -1;
+    const char *at = strrchr(a->name, '@');
+    if (at) {
+        snprintf(s->user, sizeof(s->user), "%.*s", (int)(at - a->name),
+                 a->name);
+        snprintf(s->host, sizeof(s->host), "%s", at + 1);
+    } else {
+        struct passwd *pw = getpwuid(getuid());
+        const char *u = getenv("USER");
+        snprintf(s->user, sizeof(s->user), "%s",
+                 pw ? pw->pw_name : (u ? u : "root"));
+        snprintf(s->host, sizeof(s->host), "%s", a->name);
+    }
+    s->port = a->job->opts->ssh_port ? a->job->opts->ssh_port : 22;
+    return s;
+}
+
+static void free_queue(struct hr_ssh *s)
+{
+    while (s->qhead) {
+        struct outq *q = s->qhead;
+        s->qhead = q->next;
+        free(q->data);
+        free(q);
+    }
+    s->qtail = NULL;
+}
+
+static void nothing(uv_handle_t *h)
+{
+    (void)h;
+}
+
+static void teardown(struct hr_ssh *s)
+{
+    if (s->st == ST_RESOLVE)
+        uv_cancel((uv_req_t *)&s->gai);
+    /* The poll handle goes before its socket, as libuv requires. */
+    if (s->poll_open) {
+        uv_close((uv_handle_t *)&s->poll, nothing);
+        s->poll_open = 0;
+    }
+    if (s->channel)
+        libssh2_channel_free(s->channel);
+    if (s->agent) {
+        libssh2_agent_disconnect(s->agent);
+        libssh2_agent_free(s->agent);
+    }
+    if (s->session)
+        libssh2_session_free(s->session);
+    s->channel = NULL;
+    s->agent = NULL;
+    s->session = NULL;
+    if (s->fd >= 0)
+        close(s->fd);
+    s->fd = -1;
+    if (s->ai)
+        uv_freeaddrinfo(s->ai);
+    s->ai = NULL;
+    free_queue(s);
+}
+
+void hr_ssh_free(struct hr_ssh *s)
+{
+    if (s == NULL)
+        return;
+    teardown(s);
+    free(s);
+}
+
+int hr_ssh_local_addr(struct hr_ssh *s, char *out, size_t len)
+{
+    struct sockaddr_storage ss;
+    socklen_t sl = sizeof(ss);
+    if (s->fd < 0 || getsockname(s->fd, (struct sockaddr *)&ss, &sl) != 0)
+        return -1;
+    return getnameinfo((struct sockaddr *)&ss, sl, out, (socklen_t)len, NULL, 0,
+                       NI_NUMERICHOST) == 0
+               ? 0
+               : -1;
+}
+
+static void on_deferred_end(uv_timer_t *t)
+{
+    struct hr_ssh *s = t->data;
+    hr_job_agent_ended(s->a);
+}
+
+/* The session is over (failed, killed or finished): report it once, from
+ * the loop, so callers never see the agent end under their feet. */
+static void finish(struct hr_ssh *s)
+{
+    if (s->st == ST_DONE)
+        return;
+    s->st = ST_DONE;
+    s->a->running = s->a->reading = 0;
+    if (s->poll_open)
+        uv_poll_stop(&s->poll);
+    uv_timer_start(&s->defer, on_deferred_end, 0, 0);
+}
+
+static void fail(struct hr_ssh *s, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+
+static void fail(struct hr_ssh *s, const char *fmt, ...)
+{
+    if (s->a->failure[0] == '\0') {
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(s->a->failure, sizeof(s->a->failure), fmt, ap);
+        va_end(ap);
+    }
+    teardown(s);
+    finish(s);
+}
+
+static const char *ssh_error(struct hr_ssh *s)
+{
+    char *m = NULL;
+    if (s->session)
+        libssh2_session_last_error(s->session, &m, NULL, 0);
+    return m && m[0] ? m : "unknown error";
+}
+
+static void on_poll(uv_poll_t *p, int status, int events)
+{
+    struct hr_ssh *s = p->data;
+    (void)events;
+    if (status < 0) {
+        fail(s, "connection error: %s", uv_strerror(status));
+        return;
+    }
+    step(s);
+}
+
+/* Waits for the socket to become ready the way libssh2 (or the output
+ * queue) needs it. */
+static void wait_io(struct hr_ssh *s, int extra)
+{
+    int ev = extra;
+    if (s->session) {
+        int dir = libssh2_session_block_directions(s->session);
+        if (dir & LIBSSH2_SESSION_BLOCK_INBOUND)
+            ev |= UV_READABLE;
+        if (dir & LIBSSH2_SESSION_BLOCK_OUTBOUND)
+            ev |= UV_WRITABLE;
+    }
+    if (ev == 0)
+        ev = UV_READABLE;
+    uv_poll_start(&s->poll, ev, on_poll);
+}
+
+static int again(int rc)
+{
+    return rc == LIBSSH2_ERROR_EAGAIN;
+}
+
+/* For calls that return NULL both on failure and when they would block. */
+static int again_null(struct hr_ssh *s)
+{
+    return libssh2_session_last_errno(s->session) == LIBSSH2_ERROR_EAGAIN;
+}
+
+static void try_connect(struct hr_ssh *s)
+{
+    for (; s->ai_next; s->ai_next = s->ai_next->ai_next) {
+        struct addrinfo *ai = s->ai_next;
+        s->fd = socket(ai->ai_family,
+                       SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+        if (s->fd < 0)
+            continue;
+        if (connect(s->fd, ai->ai_addr, ai->ai_addrlen) == 0 ||
+            errno == EINPROGRESS) {
+            s->ai_next = ai->ai_next;
+            s->st = ST_CONNECT;
+            if (uv_poll_init_socket(s->loop, &s->poll, s->fd) != 0) {
+                fail(s, "cannot watch the connection");
+                return;
+            }
+            s->poll.data = s;
+            s->poll_open = 1;
+            uv_poll_start(&s->poll, UV_WRITABLE, on_poll);
+            return;
+        }
+        close(s->fd);
+        s->fd = -1;
+    }
+    fail(s, "cannot connect to port %d: %s", s->port, strerror(errno));
+}
+
+static void on_resolved(uv_getaddrinfo_t *req, int status, struct addrinfo *res)
+{
+    struct hr_ssh *s = req->data;
+    if (s->st != ST_RESOLVE) {
+        if (res)
+            uv_freeaddrinfo(res);
+        return;
+    }
+    if (status < 0) {
+        fail(s, "cannot resolve the name: %s", uv_strerror(status));
+        return;
+    }
+    s->ai = s->ai_next = res;
+    s->a->stage = "connecting";
+    try_connect(s);
+}
+
+static void connected(struct hr_ssh *s)
+{
+    int err = 0;
+    socklen_t len = sizeof(err);
+    getsockopt(s->fd, SOL_SOCKET, SO_ERROR, &err, &len);
+    if (err == EINPROGRESS || err == EALREADY)
+        return;
+    if (err != 0) {
+        uv_close((uv_handle_t *)&s->poll, nothing);
+        s->poll_open = 0;
+        close(s->fd);
+        s->fd = -1;
+        if (s->ai_next) {
+            try_connect(s);
+            return;
+        }
+        if (err == ECONNREFUSED)
+            fail(s, "connection refused (port %d); is sshd running there?",
+                 s->port);
+        else
+            fail(s, "cannot connect to port %d: %s", s->port, strerror(err));
+        return;
+    }
+    s->session = libssh2_session_init();
+    if (s->session == NULL) {
+        fail(s, "cannot create an SSH session");
+        return;
+    }
+    libssh2_session_set_blocking(s->session, 0);
+    s->st = ST_HANDSHAKE;
+    s->a->stage = "exchanging keys";
+}
+
+/* Keys to try after ssh-agent: -i, then the usual files that exist. */
+static void list_keys(struct hr_ssh *s)
+{
+    static const char *names[] = {"id_ed25519", "id_ecdsa", "id_rsa"};
+    const char *i = s->a->job->opts->identity_file;
+    if (i)
+        snprintf(s->keys[s->nkeys++], PATH_MAX, "%s", i);
+    for (int k = 0; k < 3; k++) {
+        char path[PATH_MAX];
+        if (hr_ssh_home_path(names[k], path, sizeof(path)) == 0 &&
+            access(path, R_OK) == 0)
+            snprintf(s->keys[s->nkeys++], PATH_MAX, "%s", path);
+    }
+}
+
+static void add_tried(struct hr_ssh *s, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+
+static void add_tried(struct hr_ssh *s, const char *fmt, ...)
+{
+    size_t n = strlen(s->tried);
+    va_list ap;
+    if (n > 0 && n < sizeof(s->tried) - 2) {
+        strcpy(s->tried + n, ", ");
+        n += 2;
+    }
+    va_start(ap, fmt);
+    vsnprintf(s->tried + n, sizeof(s->tried) - n, fmt, ap);
+    va_end(ap);
+}
+
+/* Starts ssh-agent authentication if there is an agent to ask. */
+static void start_agent_auth(struct hr_ssh *s)
+{
+    s->st = ST_AUTH_FILE;
+    if (getenv("SSH_AUTH_SOCK") == NULL)
+        return;
+    s->agent = libssh2_agent_init(s->session);
+    if (s->agent == NULL || libssh2_agent_connect(s->agent) != 0 ||
+        libssh2_agent_list_identities(s->agent) != 0) {
+        add_tried(s, "ssh-agent (not reachable)");
+        return;
+    }
+    s->identity = NULL;
+    if (libssh2_agent_get_identity(s->agent, &s->identity, NULL) != 0) {
+        add_tried(s, "ssh-agent (no keys)");
+        return;
+    }
+    s->st = ST_AUTH_AGENT;
+}
+
+static void start_channel(struct hr_ssh *s)
+{
+    s->st = ST_CHANNEL;
+    s->a->stage = "starting hvd-agent";
+}
+
+static int step_auth(struct hr_ssh *s)
+{
+    int rc;
+    if (s->st == ST_AUTH_LIST) {
+        char *methods =
+            libssh2_userauth_list(s->session, s->user, strlen(s->user));
+        if (methods == NULL && again_null(s))
+            return 1;
+        if (methods == NULL) {
+            if (libssh2_userauth_authenticated(s->session)) {
+                start_channel(s);
+                return 0;
+            }
+            fail(s, "authentication failed for user %s: %s", s->user,
+                 ssh_error(s));
+            return 1;
+        }
+        if (strstr(methods, "publickey") == NULL) {
+            fail(s,
+                 "authentication failed for user %s: the server takes only "
+                 "%s, and horovodrun uses keys (ssh-agent, -i, ~/.ssh/id_*)",
+                 s->user, methods);
+            return 1;
+        }
+        list_keys(s);
+        start_agent_auth(s);
+        return 0;
+    }
+    if (s->st == ST_AUTH_AGENT) {
+        rc = libssh2_agent_userauth(s->agent, s->user, s->identity);
+        if (again(rc))
+            return 1;
+        if (rc == 0) {
+            start_channel(s);
+            return 0;
+        }
+        struct libssh2_agent_publickey *next = NULL;
+        if (libssh2_agent_get_identity(s->agent, &next, s->identity) == 0) {
+            s->identity = next;
+            return 0;
+        }
+        add_tried(s, "ssh-agent keys (rejected)");
+        s->st = ST_AUTH_FILE;
+        return 0;
+    }
+    /* ST_AUTH_FILE */
+    if (s->key >= s->nkeys) {
+        if (s->nkeys == 0)
+            add_tried(s, "no key files (~/.ssh/id_ed25519, id_ecdsa, "
+                         "id_rsa missing; no -i)");
+        fail(s, "authentication failed for user %s; tried: %s", s->user,
+             s->tried);
+        return 1;
+    }
+    const char *key = s->keys[s->key];
+    if (access(key, R_OK) != 0) {
+        add_tried(s, "%s (%s)", key, strerror(errno));
+        s->key++;
+        return 0;
+    }
+    rc = libssh2_userauth_publickey_fromfile_ex(
+        s->session, s->user, (unsigned)strlen(s->user), NULL, key, NULL);
+    if (again(rc))
+        return 1;
+    if (rc == 0) {
+        start_channel(s);
+        return 0;
+    }
+    add_tried(s, "%s (%s)", key,
+              rc == LIBSSH2_ERROR_FILE ||
+                      rc == LIBSSH2_ERROR_PUBLICKEY_UNVERIFIED
+                  ? "unreadable, or needs a passphrase"
+                  : "rejected");
+    s->key++;
+    return 0;
+}
+
+/* Single quotes for the remote shell. */
+static void shell_quote(char *out, size_t len, const char *in)
+{
+    size_t o = 0;
+    if (len < 3)
+        return;
+    out[o++] = '\'';
+    for (; *in && o + 5 < len; in++) {
+        if (*in == '\'') {
+            memcpy(out + o, "'\\''", 4);
+            o += 4;
+        } else {
+            out[o++] = *in;
+        }
+    }
+    out[o++] = '\'';
+    out[o] = '\0';
+}
+
+static int step_channel(struct hr_ssh *s)
+{
+    if (s->st == ST_CHANNEL) {
+        s->channel = libssh2_channel_open_session(s->session);
+        if (s->channel == NULL && again_null(s))
+            return 1;
+        if (s->channel == NULL) {
+            fail(s, "cannot open an SSH channel: %s", ssh_error(s));
+            return 1;
+        }
+        s->st = ST_EXEC;
+    }
+    char path[PATH_MAX], quoted[2 * PATH_MAX], cmd[2 * PATH_MAX + 16];
+    const char *ap = s->a->job->opts->agent_path;
+    if (ap == NULL && hr_link_agent_path(path, sizeof(path)) == 0)
+        ap = path;
+    shell_quote(quoted, sizeof(quoted), ap ? ap : "hvd-agent");
+    /* Only the agent's path is on the command line; the job, its
+     * environment and its secret go through the channel. */
+    snprintf(cmd, sizeof(cmd), "exec %s", quoted);
+    int rc = libssh2_channel_exec(s->channel, cmd);
+    if (again(rc))
+        return 1;
+    if (rc != 0) {
+        fail(s, "cannot run %s: %s", ap, ssh_error(s));
+        return 1;
+    }
+    s->st = ST_RUN;
+    s->a->running = s->a->reading = 1;
+    hvd_log_info("host %s: started hvd-agent over SSH for %u ranks", s->a->name,
+                 s->a->nranks);
+    return 0;
+}
+
+/* The remote agent's (or shell's) stderr: shown once the agent is up,
+ * kept for the pre-flight message before. */
+static void handle_stderr(struct hr_ssh *s, const char *buf, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        if (buf[i] != '\n' && s->errlen < sizeof(s->errline) - 1) {
+            s->errline[s->errlen++] = buf[i];
+            continue;
+        }
+        if (buf[i] != '\n')
+            continue;
+        s->errline[s->errlen] = '\0';
+        if (s->a->hello)
+            hvd_log_warn("host %s: %s", s->a->name, s->errline);
+        s->errlen = 0;
+    }
+}
+
+static void ended(struct hr_ssh *s)
+{
+    struct hr_agent *a = s->a;
+    char *sig = NULL;
+    a->status = libssh2_channel_get_exit_status(s->channel);
+    libssh2_channel_get_exit_signal(s->channel, &sig, NULL, NULL, NULL, NULL,
+                                    NULL);
+    a->term_signal = 0;
+    for (int i = 1; sig && i < NSIG; i++)
+        if (sigabbrev_np(i) && strcmp(sigabbrev_np(i), sig) == 0)
+            a->term_signal = i;
+    if (sig)
+        libssh2_free(s->session, sig);
+    s->errline[s->errlen] = '\0';
+    if (!a->hello && (a->status == 127 || a->status == 126))
+        snprintf(a->failure, sizeof(a->failure),
+                 "hvd-agent %s at %.200s (remote shell: %.150s); install it "
+                 "there or "
+                 "pass --agent-path",
+                 a->status == 127 ? "not found" : "not executable",
+                 a->job->opts->agent_path ? a->job->opts->agent_path
+                                          : "the same path as here",
+                 s->errline[0] ? s->errline : "no message");
+    teardown(s);
+    finish(s);
+}
+
+static void step_run(struct hr_ssh *s)
+{
+    char buf[65536];
+    ssize_t n;
+    int blocked = 0;
+
+    while (s->st == ST_RUN &&
+           (n = libssh2_channel_read(s->channel, buf, sizeof(buf))) > 0)
+        hr_job_agent_bytes(s->a, buf, (size_t)n);
+    if (s->st != ST_RUN)
+        return;
+    if (n < 0 && n != LIBSSH2_ERROR_EAGAIN) {
+        fail(s, "lost the SSH connection: %s", ssh_error(s));
+        return;
+    }
+    while ((n = libssh2_channel_read_stderr(s->channel, buf, sizeof(buf))) > 0)
+        handle_stderr(s, buf, (size_t)n);
+    while (s->qhead) {
+        struct outq *q = s->qhead;
+        n = libssh2_channel_write(s->channel, (char *)q->data + q->off,
+                                  q->len - q->off);
+        if (n == LIBSSH2_ERROR_EAGAIN) {
+            blocked = 1;
+            break;
+        }
+        if (n < 0) {
+            fail(s, "lost the SSH connection: %s", ssh_error(s));
+            return;
+        }
+        q->off += (size_t)n;
+        if (q->off < q->len)
+            continue;
+        s->qhead = q->next;
+        if (s->qhead == NULL)
+            s->qtail = NULL;
+        int notify = q->notify;
+        free(q->data);
+        free(q);
+        if (notify)
+            hr_job_agent_sent(s->a);
+    }
+    if (libssh2_channel_eof(s->channel)) {
+        s->st = ST_CLOSE;
+        return;
+    }
+    wait_io(s, UV_READABLE | (blocked || s->qhead ? UV_WRITABLE : 0));
+}
+
+static void step(struct hr_ssh *s)
+{
+    int rc;
+    for (;;) {
+        switch (s->st) {
+        case ST_CONNECT:
+            connected(s);
+            if (s->st == ST_CONNECT)
+                return;
+            continue;
+        case ST_HANDSHAKE:
+            rc = libssh2_session_handshake(s->session, s->fd);
+            if (again(rc))
+                goto wait;
+            if (rc) {
+                fail(s, "SSH handshake failed: %s", ssh_error(s));
+                return;
+            }
+            char msg[1024];
+            int added;
+            s->a->stage = "checking the host key";
+            if (hr_known_hosts_verify(s->session, s->host, s->port,
+                                      s->a->job->opts->ssh_accept_new, &added,
+                                      msg, sizeof(msg)) != 0) {
+                fail(s, "%s", msg);
+                return;
+            }
+            if (added)
+                hvd_log_warn("host %s: %s", s->a->name, msg);
+            s->st = ST_AUTH_LIST;
+            s->a->stage = "authenticating";
+            continue;
+        case ST_AUTH_LIST:
+        case ST_AUTH_AGENT:
+        case ST_AUTH_FILE:
+            if (step_auth(s))
+                goto wait;
+            continue;
+        case ST_CHANNEL:
+        case ST_EXEC:
+            if (step_channel(s))
+                goto wait;
+            continue;
+        case ST_RUN:
+            step_run(s);
+            if (s->st == ST_CLOSE)
+                continue;
+            return;
+        case ST_CLOSE:
+            rc = libssh2_channel_close(s->channel);
+            if (again(rc))
+                goto wait;
+            ended(s);
+            return;
+        default:
+            return;
+        }
+    }
+wait:
+    if (s->st != ST_DONE)
+        wait_io(s, 0);
+}
+
+int hr_ssh_link_start(struct hr_agent *a)
+{
+    struct hr_ssh *s = a->ssh;
+    struct addrinfo hints = {.ai_socktype = SOCK_STREAM};
+    char port[16];
+
+    s->loop = a->job->loop;
+    uv_timer_init(s->loop, &s->defer);
+    s->defer.data = s;
+    s->defer_open = 1;
+    s->st = ST_RESOLVE;
+    a->stage = "resolving the name";
+    a->running = 1;
+    s->gai.data = s;
+    snprintf(port, sizeof(port), "%d", s->port);
+    int rc =
+        uv_getaddrinfo(s->loop, &s->gai, on_resolved, s->host, port, &hints);
+    if (rc != 0) {
+        fail(s, "cannot resolve the name: %s", uv_strerror(rc));
+        return 0;
+    }
+    return 0;
+}
+
+void hr_ssh_link_send(struct hr_agent *a, uint8_t *frame, size_t len,
+                      int notify)
+{
+    struct hr_ssh *s = a->ssh;
+    struct outq *q = malloc(sizeof(*q));
+    if (q == NULL || s->st != ST_RUN) {
+        free(q);
+        free(frame);
+        return;
+    }
+    *q = (struct outq){frame, len, 0, notify, NULL};
+    if (s->qtail)
+        s->qtail->next = q;
+    else
+        s->qhead = q;
+    s->qtail = q;
+    step(s);
+}
+
+void hr_ssh_link_kill(struct hr_agent *a)
+{
+    struct hr_ssh *s = a->ssh;
+    if (s->st == ST_DONE || s->st == ST_IDLE)
+        return;
+    /* Closing the connection makes sshd close the agent's stdin, and the
+     * agent stops its ranks. */
+    teardown(s);
+    finish(s);
+}
+
+void hr_ssh_link_release(struct hr_agent *a)
+{
+    struct hr_ssh *s = a->ssh;
+    teardown(s);
+    if (s->defer_open) {
+        uv_close((uv_handle_t *)&s->defer, nothing);
+        s->defer_open = 0;
+    }
+}
