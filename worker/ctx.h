@@ -4,6 +4,7 @@
 
 #include <pthread.h>
 #include <stddef.h>
+#include <stdatomic.h>
 #include <stdint.h>
 
 #include "common/auth.h"
@@ -34,7 +35,7 @@ struct hvd_work {
     void **gathered; /* allgather result */
     size_t *counts;  /* allgather counts */
     const char *name;
-    int done;
+    _Atomic int done;
     int rc;
     char err[HVD_ERRMSG];
     struct hvd_work *next;
@@ -55,7 +56,13 @@ struct hvd_ctx {
     int thread_started;
     pthread_mutex_t mu;
     pthread_cond_t cv;
-    int wake_fd; /* eventfd: new work for the idle thread */
+    int wake_fd;          /* eventfd: new work for the idle thread */
+    _Atomic int pending;  /* work queued and not yet taken */
+    _Atomic int sleeping; /* the thread is (about to be) in poll */
+    /* Busy-wait budget of the background thread, in microseconds, between
+     * and within collectives: waking a sleeping thread costs more than a
+     * small collective. */
+    int spin_us;
     struct hvd_work *head, *tail;
     int failed; /* sticky: every later collective fails with this */
     int fail_rc;

@@ -197,23 +197,47 @@ static int run_work(struct hvd_ctx *c, struct hvd_work *w)
     return rc;
 }
 
+static struct hvd_work *take(struct hvd_ctx *c)
+{
+    pthread_mutex_lock(&c->mu);
+    struct hvd_work *w = c->head;
+    if (w) {
+        c->head = w->next;
+        if (c->head == NULL)
+            c->tail = NULL;
+        atomic_fetch_sub(&c->pending, 1);
+    }
+    pthread_mutex_unlock(&c->mu);
+    return w;
+}
+
 static struct hvd_work *next_work(struct hvd_ctx *c)
 {
     for (;;) {
-        pthread_mutex_lock(&c->mu);
-        struct hvd_work *w = c->head;
-        if (w) {
-            c->head = w->next;
-            if (c->head == NULL)
-                c->tail = NULL;
-        }
-        pthread_mutex_unlock(&c->mu);
+        struct hvd_work *w = take(c);
         if (w)
             return w;
-        /* Idle: wait for work, and keep hearing about failures. */
+        /* Training loops submit back to back: look for a while before
+         * going to sleep. */
+        int64_t until = hvd__now_us() + c->spin_us;
+        while (c->spin_us > 0 && atomic_load(&c->pending) == 0 &&
+               hvd__now_us() < until)
+            ;
+        if (atomic_load(&c->pending) > 0)
+            continue;
+        /* Idle: wait for work, and keep hearing about failures. The flag
+         * is set before the last look, so a submitter either sees it or
+         * its work is seen here. */
+        atomic_store(&c->sleeping, 1);
+        if (atomic_load(&c->pending) > 0) {
+            atomic_store(&c->sleeping, 0);
+            continue;
+        }
         struct pollfd p[2] = {{.fd = c->wake_fd, .events = POLLIN},
                               {.fd = c->rdv_fd, .events = POLLIN}};
-        if (poll(p, c->rdv_fd >= 0 ? 2 : 1, -1) < 0 && errno != EINTR)
+        int n = poll(p, c->rdv_fd >= 0 ? 2 : 1, -1);
+        atomic_store(&c->sleeping, 0);
+        if (n < 0)
             continue;
         if (p[0].revents) {
             uint64_t v;
@@ -241,7 +265,7 @@ static void *thread_main(void *arg)
             }
         }
         pthread_mutex_lock(&c->mu);
-        w->done = 1;
+        atomic_store(&w->done, 1);
         pthread_cond_broadcast(&c->cv);
         pthread_mutex_unlock(&c->mu);
         if (stop)
@@ -256,6 +280,14 @@ int hvd__engine_start(struct hvd_ctx *c)
         return HVD_ESYS;
     pthread_mutex_init(&c->mu, NULL);
     pthread_cond_init(&c->cv, NULL);
+    /* Spinning pays only while every spinning thread has a CPU: one
+     * background thread per rank spins, callers sleep (measured on two
+     * cores: callers that spin too slow everything down). */
+    long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+    const char *v = getenv("HOROVOD_SPIN_US");
+    int spin = v ? atoi(v) : 20;
+    c->spin_us = c->local_size <= cpus && spin > 0 ? spin : 0;
+    c->ring.spin_us = c->spin_us;
     c->ring.abort_fd = c->rdv_fd;
     c->ring.check_abort = check_abort;
     c->ring.abort_ctx = c;
@@ -268,7 +300,7 @@ int hvd__engine_start(struct hvd_ctx *c)
 int hvd__engine_submit(struct hvd_ctx *c, struct hvd_work *w)
 {
     uint64_t one = 1;
-    w->done = 0;
+    atomic_store(&w->done, 0);
     w->next = NULL;
     pthread_mutex_lock(&c->mu);
     if (c->tail)
@@ -276,11 +308,13 @@ int hvd__engine_submit(struct hvd_ctx *c, struct hvd_work *w)
     else
         c->head = w;
     c->tail = w;
+    atomic_fetch_add(&c->pending, 1);
     pthread_mutex_unlock(&c->mu);
-    while (write(c->wake_fd, &one, sizeof(one)) < 0 && errno == EINTR)
-        ;
+    if (atomic_load(&c->sleeping))
+        while (write(c->wake_fd, &one, sizeof(one)) < 0 && errno == EINTR)
+            ;
     pthread_mutex_lock(&c->mu);
-    while (!w->done)
+    while (!atomic_load(&w->done))
         pthread_cond_wait(&c->cv, &c->mu);
     pthread_mutex_unlock(&c->mu);
     return w->rc;

@@ -16,6 +16,9 @@
 
 /* Bytes taken from a socket per receive call, and the staging size. */
 #define RING_STAGE (256u * 1024)
+/* Tensors up to this many accumulator bytes are gathered whole rather than
+ * reduce-scattered: fewer steps matter more than bytes for them. */
+#define RING_SMALL (32u * 1024)
 
 struct step {
     uint8_t *ptr;
@@ -96,6 +99,7 @@ static int run(struct hvd_ring *r, const struct sched *sc, char *err,
 {
     int si = 0, ri = 0;
     size_t sbytes = 0, rbytes = 0, rdone = 0, held = 0;
+    int64_t idle_since = 0;
 
     if (grow(&r->stage, &r->stage_cap, RING_STAGE))
         return HVD_ENOMEM;
@@ -151,8 +155,19 @@ static int run(struct hvd_ring *r, const struct sched *sc, char *err,
                 return peer_error(r->prev_desc, n, err, errlen);
             }
         }
-        if (progress)
+        if (progress) {
+            idle_since = 0;
             continue;
+        }
+        /* Data usually follows within microseconds: spin a little before
+         * paying for a sleep and a wake-up. */
+        if (r->spin_us > 0) {
+            int64_t now = hvd__now_us();
+            if (idle_since == 0)
+                idle_since = now;
+            if (now - idle_since < r->spin_us)
+                continue;
+        }
 
         /* Nothing moved: sleep until a socket or the abort channel can. */
         struct pollfd p[3];
@@ -197,25 +212,63 @@ static size_t seg_first(size_t count, int size, int i)
 
 struct ar_ctx {
     struct hvd_ring *r;
+    const uint8_t *src; /* the caller's input */
     uint8_t *acc;
     uint8_t *out;
     size_t acc_es, out_es;
     hvd_dtype dt, acc_dt;
     hvd_op op;
+    int init; /* acc is not src: load each chunk from src before folding */
     const size_t *first; /* first element of each receive step's segment */
 };
 
-/* Reduce-scatter data: fold into the accumulator; the last step's
- * segment is complete then, so it is finished (averaged, narrowed). */
+/* Reduce-scatter data: fold into the accumulator (loaded from the input
+ * chunk by chunk, so that no up-front copy delays the first send); the
+ * last step's segment is complete then, so it is finished (averaged,
+ * narrowed). */
 static void ar_process(void *vctx, int step, size_t first, const uint8_t *d,
                        size_t n)
 {
     struct ar_ctx *c = vctx;
     size_t e = c->first[step] + first;
-    hvd__reduce(c->acc + e * c->acc_es, d, n, c->acc_dt, c->op);
+    uint8_t *acc = c->acc + e * c->acc_es;
+    if (c->init)
+        hvd__widen(acc, c->src + e * c->out_es, n, c->dt);
+    hvd__reduce(acc, d, n, c->acc_dt, c->op);
     if (step == c->r->size - 2)
-        hvd__finish(c->out + e * c->out_es, c->acc + e * c->acc_es, n, c->dt,
-                    c->op, c->r->size);
+        hvd__finish(c->out + e * c->out_es, acc, n, c->dt, c->op, c->r->size);
+}
+
+/*
+ * Small tensors: every rank's whole input goes around the ring (n-1 steps
+ * instead of 2(n-1)), then each rank folds them in rank order, so every
+ * rank computes the same bits.
+ */
+static int gather_reduce(struct hvd_ring *r, const void *sendbuf, void *recvbuf,
+                         size_t count, hvd_dtype dt, hvd_op op, char *err,
+                         size_t errlen)
+{
+    hvd_dtype acc_dt = hvd__acc_dtype(dt);
+    size_t block = count * hvd_dtype_size(acc_dt);
+    size_t *bytes = malloc((size_t)r->size * sizeof(*bytes));
+    int rc = HVD_ENOMEM;
+
+    if (bytes == NULL || grow(&r->acc, &r->acc_cap, block * (size_t)r->size))
+        goto out;
+    for (int i = 0; i < r->size; i++)
+        bytes[i] = block;
+    uint8_t *all = r->acc;
+    hvd__widen(all + block * (size_t)r->rank, sendbuf, count, dt);
+    rc = hvd__ring_allgatherv(r, all + block * (size_t)r->rank, all, bytes, err,
+                              errlen);
+    if (rc)
+        goto out;
+    for (int i = 1; i < r->size; i++)
+        hvd__reduce(all, all + block * (size_t)i, count, acc_dt, op);
+    hvd__finish(recvbuf, all, count, dt, op, r->size);
+out:
+    free(bytes);
+    return rc;
 }
 
 int hvd__ring_allreduce(struct hvd_ring *r, const void *sendbuf, void *recvbuf,
@@ -225,22 +278,31 @@ int hvd__ring_allreduce(struct hvd_ring *r, const void *sendbuf, void *recvbuf,
     int n = r->size, rank = r->rank;
     hvd_dtype acc_dt = hvd__acc_dtype(dt);
     size_t es = hvd_dtype_size(dt), aes = hvd_dtype_size(acc_dt);
+    const uint8_t *src = sendbuf;
     uint8_t *out = recvbuf, *acc = recvbuf;
     int rc = 0;
 
     if (es == 0 || (int)op < HVD_SUM || op > HVD_PRODUCT)
         return HVD_EINVAL;
+    if (n == 1) {
+        if (acc_dt != dt) {
+            if (grow(&r->acc, &r->acc_cap, count > 0 ? count * aes : 1))
+                return HVD_ENOMEM;
+            hvd__widen(r->acc, sendbuf, count, dt);
+            hvd__finish(out, r->acc, count, dt, op, 1);
+        } else {
+            if (sendbuf != recvbuf && count > 0)
+                memcpy(recvbuf, sendbuf, count * es);
+            hvd__finish(out, out, count, dt, op, 1);
+        }
+        return 0;
+    }
+    if (count * aes <= RING_SMALL)
+        return gather_reduce(r, sendbuf, recvbuf, count, dt, op, err, errlen);
     if (acc_dt != dt) {
-        if (grow(&r->acc, &r->acc_cap, count > 0 ? count * aes : 1))
+        if (grow(&r->acc, &r->acc_cap, count * aes))
             return HVD_ENOMEM;
         acc = r->acc;
-        hvd__widen(acc, sendbuf, count, dt);
-    } else if (sendbuf != recvbuf && count > 0) {
-        memcpy(recvbuf, sendbuf, count * es);
-    }
-    if (n == 1) {
-        hvd__finish(out, acc, count, dt, op, 1);
-        return 0;
     }
 
     int steps = 2 * (n - 1);
@@ -266,7 +328,15 @@ int hvd__ring_allreduce(struct hvd_ring *r, const void *sendbuf, void *recvbuf,
         recv[g] = (struct step){out + seg_first(count, n, ar) * es, es,
                                 seg_count(count, n, ar), -1, 1};
     }
-    struct ar_ctx ctx = {r, acc, out, aes, es, dt, acc_dt, op, first};
+    /* The first send is this rank's own segment, straight from the input
+     * (widened first for half types). */
+    size_t f0 = seg_first(count, n, rank), c0 = seg_count(count, n, rank);
+    if (acc_dt != dt)
+        hvd__widen(acc + f0 * aes, src + f0 * es, c0, dt);
+    else
+        send[0].ptr = (uint8_t *)(uintptr_t)(src + f0 * es);
+    struct ar_ctx ctx = {r,  src,    acc, out,        aes,  es,
+                         dt, acc_dt, op,  acc != src, first};
     struct sched sc = {send, steps, recv, steps, ar_process, &ctx};
     rc = run(r, &sc, err, errlen);
 out:

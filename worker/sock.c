@@ -23,6 +23,13 @@ int64_t hvd__now_ms(void)
     return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
+int64_t hvd__now_us(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
+}
+
 /* Waits for events on fd until the deadline: 1 ready, 0 timed out. */
 static int wait_fd(int fd, short events, int64_t deadline)
 {

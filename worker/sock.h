@@ -7,8 +7,9 @@
 
 #include "common/frame.h"
 
-/* Monotonic milliseconds. */
+/* Monotonic milliseconds and microseconds. */
 int64_t hvd__now_ms(void);
+int64_t hvd__now_us(void);
 
 /* Connects to host:port (numeric or name) before deadline_ms. Returns the
  * fd or a negative hvd code with errno describing the cause. */
