@@ -14,7 +14,8 @@
  * rank -> server  REGISTER   body, MAC(secret, "register", server nonce,
  *                            body); the MAC is the last 32 bytes
  * server -> rank  PEERS      body, MAC(secret, "peers", rank nonce, body)
- * server -> rank  FAIL       str message (hvd_init must fail)
+ * server -> rank  FAIL       i32 code, str message (hvd_init fails with
+ *                            code: HVD_ETIMEDOUT, HVD_EAUTH, HVD_EPROTO)
  * server -> rank  ABORT      i32 rank, str message (a rank failed)
  * rank -> server  REPORT     i32 rank, str message (I saw it fail)
  * rank -> server  BYE        (clean shutdown; nothing to report)
@@ -71,7 +72,7 @@ int hvd_rdv_peers_decode(struct hvd_rdv_peers *pt, const uint8_t *p, size_t len,
                          const uint8_t rank_nonce[HVD_NONCE_LEN]);
 void hvd_rdv_peers_close(struct hvd_rdv_peers *pt);
 
-/* Frames of the form "i32 rank, str message" (FAIL uses rank -1). */
+/* Frames of the form "i32 rank (or code), str message". */
 int hvd_rdv_note_encode(uint8_t type, int32_t rank, const char *msg,
                         uint8_t **out, size_t *outlen);
 /* *msg is a new string; free() it. */

@@ -134,13 +134,14 @@ static void on_start_timeout(uv_timer_t *t)
     hvd_log_error("rendezvous: %s", msg);
     for (int i = 0; i < r->size; i++)
         if (r->ranks[i])
-            send_note(r->ranks[i], HVD_RDV_FAIL, -1, msg);
+            send_note(r->ranks[i], HVD_RDV_FAIL, HVD_ETIMEDOUT, msg);
 }
 
-static void refuse(struct hr_rdv_conn *c, const char *why)
+/* The FAIL note carries the error code the rank's hvd_init returns. */
+static void refuse(struct hr_rdv_conn *c, int code, const char *why)
 {
     hvd_log_warn("rendezvous: refused a connection from %s: %s", c->from, why);
-    send_note(c, HVD_RDV_FAIL, -1, why);
+    send_note(c, HVD_RDV_FAIL, code, why);
     close_conn(c);
 }
 
@@ -152,22 +153,23 @@ static void handle_register(struct hr_rdv_conn *c, const struct hvd_frame *f)
     int err = hvd_rdv_register_decode(&m, f->payload, f->len, r->secret,
                                       sizeof(r->secret), c->nonce);
     if (err == HVD_EAUTH) {
-        refuse(c, "it did not prove the job secret");
+        refuse(c, HVD_EAUTH, "it did not prove the job secret");
         goto out;
     }
     if (err) {
-        refuse(c, "malformed registration");
+        refuse(c, HVD_EPROTO, "malformed registration");
         goto out;
     }
     if (m.size != (uint32_t)r->size || m.rank >= m.size) {
         snprintf(why, sizeof(why), "rank %u of %u does not fit this job of %d",
                  m.rank, m.size, r->size);
-        refuse(c, why);
+        refuse(c, HVD_EPROTO, why);
         goto out;
     }
     if (r->ranks[m.rank] || r->peers_sent || r->failed) {
         snprintf(why, sizeof(why), "rank %u registered again", m.rank);
-        refuse(c, r->failed ? "the start timeout passed" : why);
+        refuse(c, r->failed ? HVD_ETIMEDOUT : HVD_EPROTO,
+               r->failed ? "the start timeout passed" : why);
         goto out;
     }
     c->rank = (int)m.rank;
@@ -197,7 +199,7 @@ static void handle_frame(struct hr_rdv_conn *c, const struct hvd_frame *f)
         if (f->type == HVD_RDV_REGISTER)
             handle_register(c, f);
         else
-            refuse(c, "it spoke before registering");
+            refuse(c, HVD_EPROTO, "it spoke before registering");
         return;
     }
     if (f->type == HVD_RDV_BYE) {
@@ -246,7 +248,7 @@ static void on_read(uv_stream_t *s, ssize_t n, const uv_buf_t *buf)
     while (!c->closing && (rc = hvd_frame_reader_next(&c->reader, &f)) == 1)
         handle_frame(c, &f);
     if (rc < 0 && !c->closing)
-        refuse(c, "it sent a malformed frame");
+        refuse(c, HVD_EPROTO, "it sent a malformed frame");
 }
 
 static void on_connection(uv_stream_t *server, int status)

@@ -137,7 +137,8 @@ static int rendezvous(struct hvd_ctx *c, int data_port,
         snprintf(err, errlen, "the rendezvous server refused: %s",
                  msg ? msg : "no reason given");
         free(msg);
-        rc = HVD_ETIMEDOUT;
+        /* The server says why: a timeout, or a refusal of our proof. */
+        rc = who == HVD_EAUTH || who == HVD_EPROTO ? who : HVD_ETIMEDOUT;
         goto out;
     }
     if (rc == HVD_ETIMEDOUT) {

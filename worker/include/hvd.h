@@ -75,12 +75,13 @@ HVD_EXPORT size_t hvd_dtype_size(hvd_dtype dtype);
  * Joins the job. Under horovodrun it reads the environment horovodrun set,
  * registers with the rendezvous server (proving it knows the job secret),
  * and connects to the other ranks; within HOROVOD_START_TIMEOUT seconds
- * (default 30) or it fails with HVD_ETIMEDOUT naming the missing ranks on
- * stderr. Without horovodrun it starts a job of one rank. Also makes
- * stdout line-buffered.
+ * (default 30) or it fails with HVD_ETIMEDOUT, and hvd_last_error() names
+ * the missing ranks. Without horovodrun it starts a job of one rank. Also
+ * makes stdout line-buffered.
  */
 HVD_EXPORT int hvd_init(void);
-/* Leaves the job and frees everything; hvd_init may be called again. */
+/* Leaves the job and frees everything. Only a job of one (not started by
+ * horovodrun) may call hvd_init again afterwards. */
 HVD_EXPORT int hvd_shutdown(void);
 
 /* This rank's place in the job, or HVD_ENOTINIT before hvd_init. */
