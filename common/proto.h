@@ -17,7 +17,8 @@ enum hvd_msg {
     HVD_MSG_STOP = 5,   /* launcher: u8 now (SIGKILL) or else TERM+grace */
     HVD_MSG_LINE = 6,   /* agent: u32 rank, u8 stream, u8 term, text */
     HVD_MSG_EXIT = 7,   /* agent: u32 rank, u8 kind, i32 code */
-    HVD_MSG_NOTE = 8    /* agent: u8 level, str text */
+    HVD_MSG_NOTE = 8,   /* agent: u8 level, str text */
+    HVD_MSG_PING = 9    /* launcher: u32 ms; silence that long = lost */
 };
 
 enum hvd_stream { HVD_STREAM_STDOUT = 1, HVD_STREAM_STDERR = 2 };

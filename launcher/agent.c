@@ -106,6 +106,8 @@ void agent_finish(struct agent *ag)
 static void lose_launcher(struct agent *ag)
 {
     uv_read_stop((uv_stream_t *)&ag->ctl_in);
+    uv_timer_stop(&ag->silence);
+    ag->silence_ms = 0;
     if (!ag->started || ag->live == 0) {
         agent_finish(ag);
         return;
@@ -139,6 +141,15 @@ static int handle_frame(struct agent *ag, const struct hvd_frame *f)
         agent_ranks_signal(ag, (int)sig);
         return 0;
     }
+    case HVD_MSG_PING: {
+        /* Over SSH a vanished network closes nothing: the launcher's
+         * regular pings are what proves it is still there. */
+        uint32_t ms = hvd_rbuf_u32(&r);
+        if (hvd_rbuf_done(&r) || ms == 0)
+            return HVD_EPROTO;
+        ag->silence_ms = ms;
+        return 0;
+    }
     case HVD_MSG_STOP: {
         uint8_t now = hvd_rbuf_u8(&r);
         if (hvd_rbuf_done(&r))
@@ -152,6 +163,15 @@ static int handle_frame(struct agent *ag, const struct hvd_frame *f)
     default:
         return HVD_EPROTO;
     }
+}
+
+static void on_silence(uv_timer_t *t)
+{
+    struct agent *ag = t->data;
+    hvd_log_error("nothing heard from horovodrun for %u ms; stopping the "
+                  "ranks",
+                  ag->silence_ms);
+    lose_launcher(ag);
 }
 
 static void alloc_ctl(uv_handle_t *h, size_t hint, uv_buf_t *buf)
@@ -180,6 +200,8 @@ static void on_ctl(uv_stream_t *s, ssize_t n, const uv_buf_t *buf)
         if (rc != 0)
             break;
     }
+    if (ag->silence_ms && rc >= 0)
+        uv_timer_start(&ag->silence, on_silence, ag->silence_ms, 0);
     if (rc < 0) {
         /* A corrupt channel cannot be trusted to say anything more. */
         hvd_log_error("bad message from the launcher: %s", hvd_strerror(rc));
@@ -233,7 +255,8 @@ int main(int argc, char **argv)
     }
     ag.ctl_in.data = ag.ctl_out.data = &ag;
     uv_timer_init(loop, &ag.grace);
-    ag.grace.data = &ag;
+    uv_timer_init(loop, &ag.silence);
+    ag.grace.data = ag.silence.data = &ag;
     uv_signal_t *sigs[] = {&ag.sigchld, &ag.sigterm, &ag.sigint, &ag.sighup};
     int signums[] = {SIGCHLD, SIGTERM, SIGINT, SIGHUP};
     for (int i = 0; i < 4; i++) {

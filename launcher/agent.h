@@ -55,6 +55,8 @@ struct agent {
     uint32_t live; /* ranks whose EXIT is not sent yet */
     uv_signal_t sigchld, sigterm, sigint, sighup;
     uv_timer_t grace;
+    uv_timer_t silence; /* armed by PING: the launcher must be heard */
+    uint32_t silence_ms;
     int gpus;
     int started;  /* JOB received */
     int stopping; /* TERM sent to the ranks */

@@ -166,6 +166,18 @@ static int send_job(struct hr_job *job, struct hr_agent *a)
     return err;
 }
 
+/* Remote agents stop their ranks if they hear nothing for this long. */
+#define PING_EVERY_MS 1000
+#define PING_SILENCE_MS 4000
+
+static void on_ping(uv_timer_t *t)
+{
+    struct hr_job *job = t->data;
+    for (int i = 0; i < job->nagents; i++)
+        if (job->agents[i].ssh && job->agents[i].running)
+            send_simple(&job->agents[i], HVD_MSG_PING, PING_SILENCE_MS, 0);
+}
+
 /* Pre-flight passed on every host: the rendezvous server goes up where
  * all hosts can reach it, and every agent gets its part of the job. */
 static void start_job(struct hr_job *job)
@@ -196,6 +208,10 @@ static void start_job(struct hr_job *job)
         }
     }
     read_stdin(job);
+    if (job->remote) {
+        on_ping(&job->ping_timer);
+        uv_timer_start(&job->ping_timer, on_ping, PING_EVERY_MS, PING_EVERY_MS);
+    }
 }
 
 static void handle_hello(struct hr_job *job, struct hr_agent *a,
@@ -556,7 +572,8 @@ static int setup(struct hr_job *job)
 
     uv_timer_init(job->loop, &job->start_timer);
     uv_timer_init(job->loop, &job->stop_timer);
-    job->start_timer.data = job->stop_timer.data = job;
+    uv_timer_init(job->loop, &job->ping_timer);
+    job->start_timer.data = job->stop_timer.data = job->ping_timer.data = job;
     uv_signal_t *sigs[] = {&job->sigint, &job->sigterm, &job->sighup};
     int signums[] = {SIGINT, SIGTERM, SIGHUP};
     for (int i = 0; i < 3; i++) {

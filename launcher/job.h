@@ -75,6 +75,7 @@ struct hr_job {
     struct hr_rdv rdv;
     uv_signal_t sigint, sigterm, sighup;
     uv_timer_t start_timer, stop_timer;
+    uv_timer_t ping_timer; /* keeps remote agents sure we are alive */
     int signals_seen;
     int interrupt_sig; /* the signal that interrupted the job, or 0 */
     int stopping;      /* graceful stop sent to the agents */
