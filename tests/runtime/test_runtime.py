@@ -98,10 +98,12 @@ class RuntimeTest(unittest.TestCase):
         self.assertAllRanksPass(p.stdout, 2)
 
     def test_missing_ranks_are_named(self):
+        # The waiting ranks ignore SIGTERM so that the first one to fail
+        # does not stop the other before it reported.
         script = ('if [ "$HOROVOD_RANK" -ge 2 ]; then exec sleep 60; fi; '
-                  'exec %s' % CHECK)
+                  'trap "" TERM; exec %s' % CHECK)
         p, took = run([HR, "-np", "4", "--start-timeout", "2",
-                       "--kill-grace", "1", "sh", "-c", script], timeout=60)
+                       "--kill-grace", "3", "sh", "-c", script], timeout=60)
         self.assertLess(took, 20)
         want = "ranks 2, 3 did not call hvd_init within 2 s"
         self.assertIn("horovodrun: error: rendezvous: " + want, p.stderr)
