@@ -26,6 +26,7 @@ extern char **environ;
 
 static void read_stdin(struct hr_job *job);
 static void stop_all(struct hr_job *job, int now);
+static void check_preflight(struct hr_job *job);
 static int rdv_addr(struct hr_job *job, char *out, size_t len);
 
 static void send_simple(struct hr_agent *a, uint8_t type, uint32_t value,
@@ -214,6 +215,22 @@ static void start_job(struct hr_job *job)
     }
 }
 
+/* Pre-flight ends when every host is ready or has failed: then either the
+ * job starts, or the ready hosts are sent home and every failed host is
+ * reported. */
+static void check_preflight(struct hr_job *job)
+{
+    if (job->started || job->stopping)
+        return;
+    for (int i = 0; i < job->nagents; i++)
+        if (!job->agents[i].hello && !job->agents[i].ended)
+            return;
+    if (job->preflight_failed)
+        stop_all(job, 0);
+    else
+        start_job(job);
+}
+
 static void handle_hello(struct hr_job *job, struct hr_agent *a,
                          struct hvd_rbuf *r)
 {
@@ -237,11 +254,7 @@ static void handle_hello(struct hr_job *job, struct hr_agent *a,
                      remote_name ? remote_name : "?", a->gpus);
     }
     free(remote_name);
-    int all = 1;
-    for (int i = 0; i < job->nagents; i++)
-        all &= job->agents[i].hello;
-    if (all && !job->stopping && !job->started)
-        start_job(job);
+    check_preflight(job);
 }
 
 static int handle_frame(struct hr_job *job, struct hr_agent *a,
@@ -352,13 +365,15 @@ void hr_job_agent_ended(struct hr_agent *a)
     a->running = a->reading = 0;
     hr_link_release(a);
     if (!job->started) {
-        /* Pre-flight: this host failed; nobody else may start either. */
-        if (a->failure[0] == '\0')
+        /* Pre-flight: a host that ends before it is ready failed, unless
+         * we sent it home. */
+        if (a->failure[0] == '\0' && !job->stopping)
             snprintf(a->failure, sizeof(a->failure),
                      "hvd-agent exited with status %lld before it was ready",
                      (long long)a->status);
-        job->preflight_failed = 1;
-        stop_all(job, 0);
+        if (a->failure[0])
+            job->preflight_failed = 1;
+        check_preflight(job);
     } else {
         agent_lost(job, a);
     }
@@ -591,8 +606,7 @@ static int setup(struct hr_job *job)
             job->preflight_failed = 1;
         }
     }
-    if (job->preflight_failed)
-        stop_all(job, 0);
+    check_preflight(job);
     return 0;
 }
 

@@ -124,6 +124,13 @@ static void teardown(struct hr_ssh *s)
         uv_close((uv_handle_t *)&s->poll, nothing);
         s->poll_open = 0;
     }
+    /* With the socket shut down nothing below can block or wait for the
+     * peer, and blocking mode makes libssh2 free everything now instead
+     * of asking to be called again. */
+    if (s->fd >= 0)
+        shutdown(s->fd, SHUT_RDWR);
+    if (s->session)
+        libssh2_session_set_blocking(s->session, 1);
     if (s->channel)
         libssh2_channel_free(s->channel);
     if (s->agent) {
@@ -210,7 +217,8 @@ static void on_poll(uv_poll_t *p, int status, int events)
 {
     struct hr_ssh *s = p->data;
     (void)events;
-    if (status < 0) {
+    /* While connecting, SO_ERROR says what went wrong (refused...). */
+    if (status < 0 && s->st != ST_CONNECT) {
         fail(s, "connection error: %s", uv_strerror(status));
         return;
     }
@@ -557,7 +565,7 @@ static void ended(struct hr_ssh *s)
 static void step_run(struct hr_ssh *s)
 {
     char buf[65536];
-    ssize_t n;
+    ssize_t n = 0;
     int blocked = 0;
 
     while (s->st == ST_RUN &&

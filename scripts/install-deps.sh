@@ -3,7 +3,7 @@
 set -eu
 
 PKGS="gcc meson ninja-build pkg-config libuv1-dev libssh2-1-dev libssl-dev
-libcriterion-dev python3 procps clang-format"
+libcriterion-dev python3 procps clang-format openssh-server openssh-client"
 # Extra packages for the benchmarks (Open MPI is the yardstick).
 if [ "${1:-}" = "--bench" ]; then
     PKGS="$PKGS openmpi-bin libopenmpi-dev"
