@@ -15,6 +15,7 @@ without them the test fails, saying so.
 import os
 import re
 import signal
+import subprocess
 import sys
 import time
 import unittest
@@ -420,6 +421,31 @@ class RemoteJobTest(SshTestCase):
                       "--ssh-identity-file", self.c.key, "true", home=home)
         self.assertRc(res, 0)
 
+    def test_ssh_agent_is_asked_first(self):
+        # No key file in this home and no -i: only ssh-agent can log in.
+        home = self.new_home(key=False)
+        sock = os.path.join(self.tmp, "agent.sock")
+        agent = subprocess.run(["ssh-agent", "-a", sock], capture_output=True,
+                               text=True, check=True)
+        pid = int(re.search(r"SSH_AGENT_PID=(\d+)", agent.stdout).group(1))
+        self.addCleanup(os.kill, pid, signal.SIGTERM)
+        subprocess.run(["ssh-add", "-q", self.c.key], check=True,
+                       env=dict(os.environ, SSH_AUTH_SOCK=sock),
+                       capture_output=True)
+        env = self.env(home=home)
+        env["SSH_AUTH_SOCK"] = sock
+        res = self.run_hr("-p", self.port, "-np", "2", "-H",
+                          self.c.hosts_arg(1), *sh(TOUCH), env=env,
+                          timeout=120)
+        self.assertRc(res, 0)
+        self.assertEqual(sorted(res.out_lines),
+                         ["[0,0]<stdout>:started", "[1,0]<stdout>:started"])
+        # Without the agent the same home has nothing to offer.
+        res = self.hr("-np", "2", "-H", self.c.hosts_arg(1), "true",
+                      home=home)
+        self.assertRc(res, PREFLIGHT_RC)
+        self.assertIn("authentication failed", res.err)
+
     def test_rendezvous_addr_option(self):
         res = self.hr("-np", "2", "-H", self.c.hosts_arg(1),
                       "--rendezvous-addr", "127.0.0.1", ENVDEMO)
@@ -620,6 +646,26 @@ class FailureTest(SshTestCase):
                 lambda: not self.c.sessions(h), 5),
                 "sshd sessions of %s still open: %s" % (
                     h, self.c.session_procs(h)))
+
+    def test_silent_launcher_stops_remote_ranks(self):
+        # A stopped horovodrun keeps its connections open but says
+        # nothing, as when the network vanishes: the agents must notice.
+        job, pids = self.running_job(stubborn=True)
+        job.signal(signal.SIGSTOP)
+        t0 = time.monotonic()
+        try:
+            def ranks_left():
+                return [p for p in pids if pid_alive(p) and b"hvd-agent" not
+                        in hvdtest._read("/proc/%d/cmdline" % p)]
+            left = hvdtest.wait_until(lambda: not ranks_left(), 10)
+            took = time.monotonic() - t0
+            self.assertTrue(left, "remote ranks outlived a silent launcher")
+            self.assertLess(took, 7, "remote ranks went after %.1f s" % took)
+        finally:
+            job.signal(signal.SIGKILL)
+            job.signal(signal.SIGCONT)
+            job.wait(10)
+        self.assertAllGone(pids, time.monotonic())
 
     def test_fail_fast_across_hosts(self):
         script = SLEEPER.replace(
