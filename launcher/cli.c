@@ -27,20 +27,6 @@ static int opt_np(struct hr_opts *o, const char *arg, char *err, size_t n)
     return 0;
 }
 
-static int opt_hosts(struct hr_opts *o, const char *arg, char *err, size_t n)
-{
-    (void)err, (void)n;
-    o->hosts = arg;
-    return 0;
-}
-
-static int opt_hostfile(struct hr_opts *o, const char *arg, char *err, size_t n)
-{
-    (void)err, (void)n;
-    o->hostfile = arg;
-    return 0;
-}
-
 static int opt_output(struct hr_opts *o, const char *arg, char *err, size_t n)
 {
     if (arg[0] == '\0') {
@@ -108,6 +94,8 @@ static int opt_ssh_port(struct hr_opts *o, const char *arg, char *err, size_t n)
         o->field = arg;                                                        \
         return 0;                                                              \
     }
+STORE(opt_hosts, hosts)
+STORE(opt_hostfile, hostfile)
 STORE(opt_identity, identity_file)
 STORE(opt_agent_path, agent_path)
 STORE(opt_network_interface, network_interface)

@@ -24,12 +24,6 @@ HVD_EXPORT const char *hvd_last_error(void)
     return g_last_error;
 }
 
-HVD_EXPORT size_t hvd_dtype_size(hvd_dtype dtype)
-{
-    static const size_t sizes[] = {1, 1, 4, 8, 2, 2, 4, 8};
-    return (unsigned)dtype < 8 ? sizes[dtype] : 0;
-}
-
 static void ctx_free(struct hvd_ctx *c)
 {
     if (c == NULL)

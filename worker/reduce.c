@@ -3,11 +3,8 @@
 
 #include <string.h>
 
-/*
- * A private copy of the element sizes, so that this file stands alone (its
- * unit test links nothing else); it must agree with hvd_dtype_size().
- */
-static size_t elem_size(hvd_dtype dt)
+/* Element sizes live here, next to the kernels that depend on them. */
+HVD_EXPORT size_t hvd_dtype_size(hvd_dtype dt)
 {
     switch (dt) {
     case HVD_UINT8:
@@ -193,7 +190,7 @@ void hvd__widen(void *acc, const void *src, size_t n, hvd_dtype dt)
         break;
     default:
         if (acc != src)
-            memmove(acc, src, n * elem_size(dt));
+            memmove(acc, src, n * hvd_dtype_size(dt));
         break;
     }
 }
@@ -390,7 +387,7 @@ void hvd__finish(void *dst, const void *acc, size_t n, hvd_dtype dt, hvd_op op,
      * kernel serves both dst == acc and separate buffers.
      */
     if (dst != acc)
-        memmove(dst, acc, n * elem_size(dt));
+        memmove(dst, acc, n * hvd_dtype_size(dt));
     if (!average)
         return;
     switch (dt) {

@@ -17,25 +17,6 @@ static const hvd_dtype all_dtypes[] = {
 static const hvd_op all_ops[] = {HVD_SUM, HVD_AVERAGE, HVD_MIN, HVD_MAX,
                                  HVD_PRODUCT};
 
-static size_t dsize(hvd_dtype dt)
-{
-    switch (dt) {
-    case HVD_UINT8:
-    case HVD_INT8:
-        return 1;
-    case HVD_FLOAT16:
-    case HVD_BFLOAT16:
-        return 2;
-    case HVD_INT32:
-    case HVD_FLOAT32:
-        return 4;
-    case HVD_INT64:
-    case HVD_FLOAT64:
-        return 8;
-    }
-    return 0;
-}
-
 static uint32_t fbits(float f)
 {
     uint32_t u;
@@ -543,7 +524,7 @@ static void run_pipeline(void *out, void *const *in, int nr, size_t n,
                          hvd_dtype dt, hvd_op op)
 {
     hvd_dtype adt = hvd__acc_dtype(dt);
-    size_t asz = dsize(adt) * (n ? n : 1);
+    size_t asz = hvd_dtype_size(adt) * (n ? n : 1);
     void *acc = malloc(asz);
     void *tmp = malloc(asz);
 
@@ -561,11 +542,11 @@ static void run_pipeline(void *out, void *const *in, int nr, size_t n,
 static void check_against_reference(hvd_dtype dt, hvd_op op, size_t n, int nr)
 {
     void *in[4];
-    void *out = malloc(dsize(dt) * (n ? n : 1));
+    void *out = malloc(hvd_dtype_size(dt) * (n ? n : 1));
 
     cr_assert(nr <= 4 && out);
     for (int r = 0; r < nr; r++) {
-        in[r] = malloc(dsize(dt) * (n ? n : 1));
+        in[r] = malloc(hvd_dtype_size(dt) * (n ? n : 1));
         cr_assert(in[r]);
         fill_random(in[r], n, dt);
     }
@@ -575,7 +556,7 @@ static void check_against_reference(hvd_dtype dt, hvd_op op, size_t n, int nr)
         if (dt == HVD_UINT8 || dt == HVD_INT8 || dt == HVD_INT32 ||
             dt == HVD_INT64) {
             int64_t v[4];
-            int bits = (int)dsize(dt) * 8;
+            int bits = (int)hvd_dtype_size(dt) * 8;
             for (int r = 0; r < nr; r++)
                 v[r] = get_int(in[r], i, dt);
             int64_t want;
@@ -985,13 +966,14 @@ Test(reduce, in_place_finish)
             continue;
         fill_random(src, N, dt);
         for (size_t o = 0; o < NELEMS(all_ops); o++) {
-            memcpy(a, src, N * dsize(dt));
+            memcpy(a, src, N * hvd_dtype_size(dt));
             hvd__finish(b, src, N, dt, all_ops[o], 3);
             hvd__finish(a, a, N, dt, all_ops[o], 3);
-            cr_assert_arr_eq(a, b, N * dsize(dt), "dtype %d op %d", dt,
+            cr_assert_arr_eq(a, b, N * hvd_dtype_size(dt), "dtype %d op %d", dt,
                              all_ops[o]);
             if (all_ops[o] != HVD_AVERAGE)
-                cr_assert_arr_eq(b, src, N * dsize(dt), "copy dtype %d", dt);
+                cr_assert_arr_eq(b, src, N * hvd_dtype_size(dt),
+                                 "copy dtype %d", dt);
         }
     }
 }
