@@ -315,17 +315,22 @@ static void backward(const float *params, float *grad, const float *x, int y,
 
 /*
  * Step 4's work: replaces every rank's gradient by the average over all
- * ranks, one named allreduce per tensor, in the same order on every rank.
- * Afterwards all ranks hold the same bits and so take the same step.
+ * ranks, one named allreduce per tensor. All are submitted before any is
+ * waited for, so the runtime negotiates them together; names, not call
+ * order, pair them up across ranks. Afterwards all ranks hold the same
+ * bits and so take the same step.
  */
 static void average_gradients(float *grad)
 {
+    hvd_handle h[N_TENSORS];
     for (size_t t = 0; t < N_TENSORS; t++) {
         float *g = grad + tensors[t].offset;
-        check(hvd_allreduce(g, g, tensors[t].count, HVD_FLOAT32, HVD_AVERAGE,
-                            tensors[t].name),
+        check(hvd_allreduce_async(g, g, tensors[t].count, HVD_FLOAT32,
+                                  HVD_AVERAGE, tensors[t].name, &h[t]),
               "averaging gradients");
     }
+    for (size_t t = 0; t < N_TENSORS; t++)
+        check(hvd_wait(h[t]), "averaging gradients");
 }
 
 /* SGD with momentum, as torch.optim.SGD does it: v = mu v + g; w -= lr v. */

@@ -114,92 +114,252 @@ static int local_allgather(struct hvd_work *w)
     return 0;
 }
 
-/* Runs w on the background thread (or here, for a job of one). */
-static int submit(struct hvd_work *w, const char *what)
+static struct hvd_request *new_op(int nparts)
 {
-    struct hvd_ctx *c = g_ctx;
-    char msg[HVD_ERRMSG + 128];
-    int rc;
-
-    if (c == NULL)
-        return fail(HVD_ENOTINIT, "hvd_init() has not been called");
-    w->err[0] = '\0';
-    if (c->standalone) {
-        rc = 0;
-        if (w->kind == HVD_OP_ALLREDUCE)
-            rc = hvd__ring_allreduce(&c->ring, w->sendbuf, w->recvbuf, w->count,
-                                     w->dtype, w->op, w->err, sizeof(w->err));
-        else if (w->kind == HVD_OP_ALLGATHER)
-            rc = local_allgather(w);
-    } else {
-        rc = hvd__engine_submit(c, w);
-    }
-    if (rc != 0) {
-        snprintf(msg, sizeof(msg), "%s '%s' on rank %d: %s", what,
-                 w->name ? w->name : "(unnamed)", c->rank,
-                 w->err[0] ? w->err : hvd_strerror(rc));
-        fail(rc, msg);
-    }
-    return rc;
+    struct hvd_request *op =
+        calloc(1, sizeof(*op) + (size_t)nparts * sizeof(op->parts[0]));
+    if (op == NULL)
+        return NULL;
+    op->nparts = nparts;
+    for (int i = 0; i < nparts; i++)
+        op->parts[i].op = op;
+    return op;
 }
 
-static int check_dtype(hvd_dtype dt)
+/* Names a part: the caller's name (with a suffix for groups), or the next
+ * of this rank's sequence, which pairs unnamed calls in call order. */
+static int set_name(struct hvd_ctx *c, struct hvd_work *w, const char *name,
+                    int index)
 {
-    return hvd_dtype_size(dt) ? 0 : fail(HVD_EINVAL, "unknown dtype");
+    int n;
+    if (name == NULL)
+        n = snprintf(w->name, sizeof(w->name), "noname.%llu",
+                     (unsigned long long)atomic_fetch_add(&c->noname, 1));
+    else if (index >= 0)
+        n = snprintf(w->name, sizeof(w->name), "%s.%d", name, index);
+    else
+        n = snprintf(w->name, sizeof(w->name), "%s", name);
+    return n > 0 && (size_t)n < sizeof(w->name) ? 0 : HVD_EINVAL;
+}
+
+/* Hands op to the background thread (or runs it here, for a job of one). */
+static int start(struct hvd_request *op, hvd_handle *handle)
+{
+    struct hvd_ctx *c = g_ctx;
+    *handle = op;
+    if (!c->standalone) {
+        hvd__engine_submit(c, op);
+        return 0;
+    }
+    for (int i = 0; i < op->nparts && op->rc == 0; i++) {
+        struct hvd_work *w = &op->parts[i];
+        if (w->kind == HVD_OP_ALLREDUCE)
+            op->rc = hvd__ring_allreduce(&c->ring, w->sendbuf, w->recvbuf,
+                                         w->count, w->dtype, w->op_kind, w->err,
+                                         sizeof(w->err));
+        else if (w->kind == HVD_OP_ALLGATHER)
+            op->rc = local_allgather(w);
+        if (op->rc)
+            snprintf(op->err, sizeof(op->err), "'%s': %s", w->name,
+                     w->err[0] ? w->err : hvd_strerror(op->rc));
+    }
+    atomic_store(&op->done, 1);
+    return 0;
+}
+
+/* Checks what every call needs and makes a one-part op. */
+static int prepare(const char *what, hvd_dtype dtype, const char *name,
+                   struct hvd_request **out)
+{
+    char msg[128];
+    struct hvd_ctx *c = g_ctx;
+    *out = NULL;
+    if (c == NULL)
+        return fail(HVD_ENOTINIT, "hvd_init() has not been called");
+    if (hvd_dtype_size(dtype) == 0) {
+        snprintf(msg, sizeof(msg), "%s: unknown dtype %d", what, (int)dtype);
+        return fail(HVD_EINVAL, msg);
+    }
+    struct hvd_request *op = new_op(1);
+    if (op == NULL)
+        return fail(HVD_ENOMEM, "out of memory");
+    if (set_name(c, &op->parts[0], name, -1) != 0) {
+        free(op);
+        snprintf(msg, sizeof(msg), "%s: the name is longer than %d bytes", what,
+                 HVD_NAME_MAX - 1);
+        return fail(HVD_EINVAL, msg);
+    }
+    op->parts[0].dtype = dtype;
+    *out = op;
+    return 0;
+}
+
+HVD_EXPORT int hvd_allreduce_async(const void *sendbuf, void *recvbuf,
+                                   size_t count, hvd_dtype dtype, hvd_op op,
+                                   const char *name, hvd_handle *handle)
+{
+    struct hvd_request *o;
+    if ((int)op < HVD_SUM || op > HVD_PRODUCT || handle == NULL ||
+        (count > 0 && (sendbuf == NULL || recvbuf == NULL)))
+        return fail(HVD_EINVAL, "hvd_allreduce: bad buffer, op or handle");
+    int rc = prepare("hvd_allreduce", dtype, name, &o);
+    if (rc)
+        return rc;
+    struct hvd_work *w = &o->parts[0];
+    w->kind = HVD_OP_ALLREDUCE;
+    w->sendbuf = sendbuf;
+    w->recvbuf = recvbuf;
+    w->count = count;
+    w->op_kind = op;
+    return start(o, handle);
+}
+
+HVD_EXPORT int hvd_broadcast_async(void *buf, size_t count, hvd_dtype dtype,
+                                   int root, const char *name,
+                                   hvd_handle *handle)
+{
+    struct hvd_ctx *c = g_ctx;
+    struct hvd_request *o;
+    if (c && (root < 0 || root >= c->size))
+        return fail(HVD_EINVAL, "hvd_broadcast: root is not a rank");
+    if ((count > 0 && buf == NULL) || handle == NULL)
+        return fail(HVD_EINVAL, "hvd_broadcast: bad buffer or handle");
+    int rc = prepare("hvd_broadcast", dtype, name, &o);
+    if (rc)
+        return rc;
+    struct hvd_work *w = &o->parts[0];
+    w->kind = HVD_OP_BROADCAST;
+    w->recvbuf = buf;
+    w->count = count;
+    w->root = root;
+    return start(o, handle);
+}
+
+HVD_EXPORT int hvd_allgather_async(const void *sendbuf, size_t count,
+                                   hvd_dtype dtype, void **recvbuf,
+                                   size_t *counts, const char *name,
+                                   hvd_handle *handle)
+{
+    struct hvd_request *o;
+    if (recvbuf == NULL || counts == NULL || handle == NULL ||
+        (count > 0 && sendbuf == NULL))
+        return fail(HVD_EINVAL, "hvd_allgather: bad buffer or handle");
+    int rc = prepare("hvd_allgather", dtype, name, &o);
+    if (rc)
+        return rc;
+    *recvbuf = NULL;
+    struct hvd_work *w = &o->parts[0];
+    w->kind = HVD_OP_ALLGATHER;
+    w->sendbuf = sendbuf;
+    w->count = count;
+    w->gathered = recvbuf;
+    w->counts = counts;
+    return start(o, handle);
+}
+
+HVD_EXPORT int hvd_grouped_allreduce_async(const void *const *sendbufs,
+                                           void *const *recvbufs,
+                                           const size_t *counts, int n,
+                                           hvd_dtype dtype, hvd_op op,
+                                           const char *name, hvd_handle *handle)
+{
+    struct hvd_ctx *c = g_ctx;
+    if (c == NULL)
+        return fail(HVD_ENOTINIT, "hvd_init() has not been called");
+    if (n < 1 || name == NULL || sendbufs == NULL || recvbufs == NULL ||
+        counts == NULL || handle == NULL || hvd_dtype_size(dtype) == 0 ||
+        (int)op < HVD_SUM || op > HVD_PRODUCT)
+        return fail(HVD_EINVAL, "hvd_grouped_allreduce: bad arguments (a "
+                                "group needs a name and at least one tensor)");
+    struct hvd_request *o = new_op(n);
+    if (o == NULL)
+        return fail(HVD_ENOMEM, "out of memory");
+    for (int i = 0; i < n; i++) {
+        struct hvd_work *w = &o->parts[i];
+        if (set_name(c, w, name, i) != 0 ||
+            (counts[i] > 0 && (sendbufs[i] == NULL || recvbufs[i] == NULL))) {
+            free(o);
+            return fail(HVD_EINVAL, "hvd_grouped_allreduce: a tensor has no "
+                                    "buffer, or the name is too long");
+        }
+        w->kind = HVD_OP_ALLREDUCE;
+        w->sendbuf = sendbufs[i];
+        w->recvbuf = recvbufs[i];
+        w->count = counts[i];
+        w->dtype = dtype;
+        w->op_kind = op;
+    }
+    return start(o, handle);
+}
+
+HVD_EXPORT int hvd_poll(hvd_handle handle)
+{
+    if (handle == NULL)
+        return fail(HVD_EINVAL, "hvd_poll: no handle");
+    return atomic_load(&handle->done) ? 1 : 0;
+}
+
+HVD_EXPORT int hvd_wait(hvd_handle handle)
+{
+    struct hvd_ctx *c = g_ctx;
+    char msg[HVD_ERRMSG + 64];
+    if (handle == NULL)
+        return fail(HVD_EINVAL, "hvd_wait: no handle");
+    int rc = c && !c->standalone ? hvd__engine_wait(c, handle) : handle->rc;
+    if (rc != 0) {
+        snprintf(msg, sizeof(msg), "%s on rank %d", handle->err,
+                 c ? c->rank : -1);
+        fail(rc, msg);
+    }
+    free(handle);
+    return rc;
 }
 
 HVD_EXPORT int hvd_allreduce(const void *sendbuf, void *recvbuf, size_t count,
                              hvd_dtype dtype, hvd_op op, const char *name)
 {
-    if (check_dtype(dtype) || (int)op < HVD_SUM || op > HVD_PRODUCT ||
-        (count > 0 && (sendbuf == NULL || recvbuf == NULL)))
-        return fail(HVD_EINVAL, "hvd_allreduce: bad buffer, dtype or op");
-    struct hvd_work w = {.kind = HVD_OP_ALLREDUCE,
-                         .sendbuf = sendbuf,
-                         .recvbuf = recvbuf,
-                         .count = count,
-                         .dtype = dtype,
-                         .op = op,
-                         .name = name};
-    return submit(&w, "allreduce");
+    hvd_handle h;
+    int rc = hvd_allreduce_async(sendbuf, recvbuf, count, dtype, op, name, &h);
+    return rc ? rc : hvd_wait(h);
 }
 
 HVD_EXPORT int hvd_broadcast(void *buf, size_t count, hvd_dtype dtype, int root,
                              const char *name)
 {
-    struct hvd_ctx *c = g_ctx;
-    if (c && (root < 0 || root >= c->size))
-        return fail(HVD_EINVAL, "hvd_broadcast: root is not a rank");
-    if (check_dtype(dtype) || (count > 0 && buf == NULL))
-        return fail(HVD_EINVAL, "hvd_broadcast: bad buffer or dtype");
-    struct hvd_work w = {.kind = HVD_OP_BROADCAST,
-                         .recvbuf = buf,
-                         .count = count,
-                         .dtype = dtype,
-                         .root = root,
-                         .name = name};
-    return submit(&w, "broadcast");
+    hvd_handle h;
+    int rc = hvd_broadcast_async(buf, count, dtype, root, name, &h);
+    return rc ? rc : hvd_wait(h);
 }
 
 HVD_EXPORT int hvd_allgather(const void *sendbuf, size_t count, hvd_dtype dtype,
                              void **recvbuf, size_t *counts, const char *name)
 {
-    if (check_dtype(dtype) || recvbuf == NULL || counts == NULL ||
-        (count > 0 && sendbuf == NULL))
-        return fail(HVD_EINVAL, "hvd_allgather: bad buffer or dtype");
-    *recvbuf = NULL;
-    struct hvd_work w = {.kind = HVD_OP_ALLGATHER,
-                         .sendbuf = sendbuf,
-                         .count = count,
-                         .dtype = dtype,
-                         .gathered = recvbuf,
-                         .counts = counts,
-                         .name = name};
-    return submit(&w, "allgather");
+    hvd_handle h;
+    int rc =
+        hvd_allgather_async(sendbuf, count, dtype, recvbuf, counts, name, &h);
+    return rc ? rc : hvd_wait(h);
+}
+
+HVD_EXPORT int hvd_grouped_allreduce(const void *const *sendbufs,
+                                     void *const *recvbufs,
+                                     const size_t *counts, int n,
+                                     hvd_dtype dtype, hvd_op op,
+                                     const char *name)
+{
+    hvd_handle h;
+    int rc = hvd_grouped_allreduce_async(sendbufs, recvbufs, counts, n, dtype,
+                                         op, name, &h);
+    return rc ? rc : hvd_wait(h);
 }
 
 HVD_EXPORT int hvd_barrier(void)
 {
-    struct hvd_work w = {.kind = HVD_OP_BARRIER, .name = "barrier"};
-    return submit(&w, "barrier");
+    struct hvd_request *o;
+    hvd_handle h;
+    int rc = prepare("hvd_barrier", HVD_UINT8, NULL, &o);
+    if (rc)
+        return rc;
+    o->parts[0].kind = HVD_OP_BARRIER;
+    rc = start(o, &h);
+    return rc ? rc : hvd_wait(h);
 }

@@ -11,34 +11,50 @@
 #include "common/frame.h"
 #include "common/secret.h"
 #include "include/hvd.h"
+#include "negotiate.h"
 #include "ring.h"
 
 #define HVD_ERRMSG 512
 
+/* Longest operation name, terminator included. */
+#define HVD_NAME_MAX 256
+
 enum hvd_op_kind {
-    HVD_OP_ALLREDUCE,
+    HVD_OP_ALLREDUCE, /* the values match enum hvd_req_kind */
     HVD_OP_BROADCAST,
     HVD_OP_ALLGATHER,
-    HVD_OP_BARRIER,
-    HVD_OP_SHUTDOWN
+    HVD_OP_BARRIER
 };
 
-/* One collective handed from an API call to the background thread. */
+struct hvd_request;
+
+/* One named collective; an API call hands over one or more. */
 struct hvd_work {
+    struct hvd_request *op;
     enum hvd_op_kind kind;
     const void *sendbuf;
     void *recvbuf;
     size_t count;
     hvd_dtype dtype;
-    hvd_op op;
+    hvd_op op_kind;
     int root;
     void **gathered; /* allgather result */
     size_t *counts;  /* allgather counts */
-    const char *name;
-    _Atomic int done;
-    int rc;
+    char name[HVD_NAME_MAX];
     char err[HVD_ERRMSG];
-    struct hvd_work *next;
+    struct hvd_work *pend_next; /* chain in the pending table */
+};
+
+/* What hvd_*_async returns: parts that complete together. */
+struct hvd_request {
+    _Atomic int done;
+    int rc; /* the first failing part's code */
+    char err[HVD_ERRMSG];
+    int left;     /* parts not finished; the background thread's */
+    int shutdown; /* not a collective: stop the background thread */
+    struct hvd_request *next;
+    int nparts;
+    struct hvd_work parts[];
 };
 
 struct hvd_ctx {
@@ -63,7 +79,16 @@ struct hvd_ctx {
      * and within collectives: waking a sleeping thread costs more than a
      * small collective. */
     int spin_us;
-    struct hvd_work *head, *tail;
+    struct hvd_request *head, *tail; /* submitted, not taken yet */
+    /* Taken and announced, or to be announced in the next cycle. */
+    struct hvd_work **pend; /* hash chains by name */
+    size_t npend_slots;
+    struct hvd_work **fresh; /* not announced yet */
+    size_t nfresh, fresh_cap;
+    struct hvd_neg neg;
+    _Atomic unsigned long long noname; /* names of unnamed calls */
+    double cycle_ms; /* least time between cycles this rank starts */
+    int64_t last_cycle_us;
     int failed; /* sticky: every later collective fails with this */
     int fail_rc;
     char fail_msg[HVD_ERRMSG];
@@ -73,8 +98,15 @@ struct hvd_ctx {
 int hvd__join(struct hvd_ctx *c, char *err, size_t errlen);
 /* Starts the background thread. */
 int hvd__engine_start(struct hvd_ctx *c);
-/* Hands w to the thread and waits for it; returns w->rc. */
-int hvd__engine_submit(struct hvd_ctx *c, struct hvd_work *w);
+/* Hands op to the thread; it completes on its own (hvd__engine_wait). */
+void hvd__engine_submit(struct hvd_ctx *c, struct hvd_request *op);
+/* Waits for op to complete and returns its code. */
+int hvd__engine_wait(struct hvd_ctx *c, struct hvd_request *op);
+/* Runs one collective on the ring (background thread). */
+int hvd__exec(struct hvd_ctx *c, struct hvd_work *w);
+/* Every rank's len bytes, in rank order: *all (malloc) and lens[size]. */
+int hvd__exec_gather(struct hvd_ctx *c, const uint8_t *mine, size_t len,
+                     uint8_t **all, size_t *lens, char *err, size_t errlen);
 /* Stops the thread (says goodbye to the rendezvous server) and joins it. */
 void hvd__engine_stop(struct hvd_ctx *c);
 

@@ -100,144 +100,274 @@ static void report(struct hvd_ctx *c, const char *msg)
     free(f);
 }
 
-static int do_allgather(struct hvd_ctx *c, struct hvd_work *w)
+/* A failure seen on the ring: prefer the server's account of the first
+ * failure; if we saw it first, say so, so the other ranks stop waiting. */
+static int ring_failed(struct hvd_ctx *c, int rc, const char *err)
 {
-    size_t es = hvd_dtype_size(w->dtype);
-    size_t *bytes = calloc((size_t)c->size, sizeof(*bytes));
-    uint64_t *counts = calloc((size_t)c->size, sizeof(*counts));
-    uint8_t *out = NULL;
-    int rc = HVD_ENOMEM;
-
-    if (bytes == NULL || counts == NULL)
-        goto out;
-    /* First everyone's count, then the data. */
-    for (int i = 0; i < c->size; i++)
-        bytes[i] = sizeof(uint64_t);
-    counts[c->rank] = w->count;
-    rc = hvd__ring_allgatherv(&c->ring, &counts[c->rank], counts, bytes, w->err,
-                              sizeof(w->err));
-    if (rc)
-        goto out;
-    size_t total = 0;
-    for (int i = 0; i < c->size; i++) {
-        w->counts[i] = (size_t)counts[i];
-        bytes[i] = (size_t)counts[i] * es;
-        total += bytes[i];
-    }
-    if (total > 0 && (out = malloc(total)) == NULL) {
-        rc = HVD_ENOMEM;
-        goto out;
-    }
-    rc = hvd__ring_allgatherv(&c->ring, w->sendbuf, out, bytes, w->err,
-                              sizeof(w->err));
-out:
-    if (rc == 0) {
-        *w->gathered = out;
-    } else {
-        free(out);
-    }
-    free(bytes);
-    free(counts);
-    return rc;
-}
-
-static int run_work(struct hvd_ctx *c, struct hvd_work *w)
-{
-    uint8_t token[1] = {1};
-    uint8_t *all;
-    size_t *ones;
-    int rc;
-
-    if (c->failed) {
-        snprintf(w->err, sizeof(w->err), "%s", c->fail_msg);
-        return c->fail_rc;
-    }
-    c->ring.abort_deadline = 0;
-    switch (w->kind) {
-    case HVD_OP_ALLREDUCE:
-        rc = hvd__ring_allreduce(&c->ring, w->sendbuf, w->recvbuf, w->count,
-                                 w->dtype, w->op, w->err, sizeof(w->err));
-        break;
-    case HVD_OP_BROADCAST:
-        rc = hvd__ring_broadcast(&c->ring, w->recvbuf,
-                                 w->count * hvd_dtype_size(w->dtype), w->root,
-                                 w->err, sizeof(w->err));
-        break;
-    case HVD_OP_ALLGATHER:
-        rc = do_allgather(c, w);
-        break;
-    case HVD_OP_BARRIER:
-        /* Every rank's byte must arrive everywhere: nobody leaves early. */
-        all = malloc((size_t)c->size);
-        ones = malloc((size_t)c->size * sizeof(*ones));
-        rc = HVD_ENOMEM;
-        if (all && ones) {
-            for (int i = 0; i < c->size; i++)
-                ones[i] = 1;
-            rc = hvd__ring_allgatherv(&c->ring, token, all, ones, w->err,
-                                      sizeof(w->err));
-        }
-        free(all);
-        free(ones);
-        break;
-    default:
-        rc = HVD_EINVAL;
-    }
     if (rc == HVD_EPEER && !c->failed)
         await_abort(c, ECHO_WAIT_MS);
-    if (rc == HVD_EPEER && c->failed) {
-        snprintf(w->err, sizeof(w->err), "%s", c->fail_msg);
-    } else if (rc == HVD_EPEER) {
-        /* We saw it first: say so, so the other ranks stop waiting. */
-        set_failed(c, rc, w->err);
-        report(c, w->err);
-    } else if (rc == HVD_EPEER || rc == HVD_ESYS) {
-        set_failed(c, rc, w->err);
+    if (!c->failed) {
+        set_failed(c, rc, err);
+        if (rc == HVD_EPEER)
+            report(c, err);
     }
-    return rc;
+    return c->fail_rc;
 }
 
-static struct hvd_work *take(struct hvd_ctx *c)
+static void finish_op(struct hvd_ctx *c, struct hvd_request *op)
 {
     pthread_mutex_lock(&c->mu);
-    struct hvd_work *w = c->head;
-    if (w) {
-        c->head = w->next;
-        if (c->head == NULL)
-            c->tail = NULL;
-        atomic_fetch_sub(&c->pending, 1);
-    }
+    atomic_store(&op->done, 1);
+    pthread_cond_broadcast(&c->cv);
     pthread_mutex_unlock(&c->mu);
+}
+
+/* One part is done; the op completes with its last part. */
+static void complete(struct hvd_ctx *c, struct hvd_work *w, int rc,
+                     const char *err)
+{
+    struct hvd_request *op = w->op;
+    if (rc != 0 && op->rc == 0) {
+        op->rc = rc;
+        snprintf(op->err, sizeof(op->err), "%s '%s': %s",
+                 w->kind == HVD_OP_ALLREDUCE   ? "allreduce"
+                 : w->kind == HVD_OP_BROADCAST ? "broadcast"
+                 : w->kind == HVD_OP_ALLGATHER ? "allgather"
+                                               : "barrier",
+                 w->name, err && err[0] ? err : hvd_strerror(rc));
+    }
+    if (--op->left == 0)
+        finish_op(c, op);
+}
+
+static size_t slot_of(const struct hvd_ctx *c, const char *name)
+{
+    size_t h = 1469598103934665603ull;
+    for (; *name; name++)
+        h = (h ^ (unsigned char)*name) * 1099511628211ull;
+    return h % c->npend_slots;
+}
+
+/* Finds (and with take, unlinks) the pending part with this name. */
+static struct hvd_work *pending(struct hvd_ctx *c, const char *name, int take)
+{
+    struct hvd_work **pp = &c->pend[slot_of(c, name)];
+    while (*pp && strcmp((*pp)->name, name) != 0)
+        pp = &(*pp)->pend_next;
+    struct hvd_work *w = *pp;
+    if (w && take)
+        *pp = w->pend_next;
     return w;
 }
 
-static struct hvd_work *next_work(struct hvd_ctx *c)
+/* Fails every part that waits for negotiation (after a peer failure or
+ * at shutdown). */
+static void fail_pending(struct hvd_ctx *c, int rc, const char *msg)
 {
+    for (size_t i = 0; i < c->npend_slots; i++)
+        while (c->pend[i]) {
+            struct hvd_work *w = c->pend[i];
+            c->pend[i] = w->pend_next;
+            complete(c, w, rc, msg);
+        }
+    c->nfresh = 0;
+}
+
+/* Takes a submitted part: it waits in the pending table and is announced
+ * in the next cycle. */
+static void admit(struct hvd_ctx *c, struct hvd_work *w)
+{
+    if (c->failed) {
+        complete(c, w, c->fail_rc, c->fail_msg);
+        return;
+    }
+    if (pending(c, w->name, 0)) {
+        complete(c, w, HVD_EINVAL,
+                 "an operation of this name is already in flight; names "
+                 "must be unique among unfinished operations");
+        return;
+    }
+    if (c->nfresh == c->fresh_cap) {
+        size_t cap = c->fresh_cap ? 2 * c->fresh_cap : 64;
+        struct hvd_work **f = realloc(c->fresh, cap * sizeof(*f));
+        if (f == NULL) {
+            complete(c, w, HVD_ENOMEM, "out of memory");
+            return;
+        }
+        c->fresh = f;
+        c->fresh_cap = cap;
+    }
+    size_t s = slot_of(c, w->name);
+    w->pend_next = c->pend[s];
+    c->pend[s] = w;
+    c->fresh[c->nfresh++] = w;
+}
+
+/* Runs the operations every rank asked for, in the agreed order. */
+static void respond(struct hvd_ctx *c, struct hvd_resp *resp, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        struct hvd_work *w = pending(c, resp[i].req.name, 1);
+        if (w == NULL)
+            continue;
+        if (resp[i].error) {
+            complete(c, w, resp[i].error, resp[i].msg);
+            continue;
+        }
+        int rc = c->failed ? c->fail_rc : hvd__exec(c, w);
+        if (rc == HVD_EPEER || rc == HVD_ESYS)
+            rc = ring_failed(c, rc, w->err);
+        complete(c, w, rc, c->failed ? c->fail_msg : w->err);
+    }
+}
+
+/*
+ * One negotiation cycle: every rank's new requests go to every rank (a
+ * ring allgather, so each rank plays the coordinator's part on identical
+ * input), each rank feeds them to its table in rank order, and runs what
+ * every rank has asked for.
+ */
+static void cycle(struct hvd_ctx *c)
+{
+    struct hvd_req *mine = calloc(c->nfresh + 1, sizeof(*mine));
+    struct hvd_resp *resp = NULL;
+    size_t nresp = 0, *lens = calloc((size_t)c->size, sizeof(*lens));
+    uint8_t *enc = NULL, *all = NULL;
+    size_t enclen = 0;
+    char err[HVD_ERRMSG] = "";
+    int rc = HVD_ENOMEM;
+
+    c->last_cycle_us = hvd__now_us();
+    c->ring.abort_deadline = 0;
+    if (mine == NULL || lens == NULL)
+        goto out;
+    for (size_t i = 0; i < c->nfresh; i++) {
+        struct hvd_work *w = c->fresh[i];
+        mine[i] = (struct hvd_req){
+            (uint8_t)w->kind, (uint8_t)w->dtype, (uint8_t)w->op_kind,
+            w->root,          w->count,          w->name};
+    }
+    if ((rc = hvd__neg_encode(mine, c->nfresh, &enc, &enclen)))
+        goto out;
+    c->nfresh = 0;
+    rc = hvd__exec_gather(c, enc, enclen, &all, lens, err, sizeof(err));
+    if (rc)
+        goto out;
+    size_t off = 0;
+    for (int r = 0; r < c->size && rc == 0; r++) {
+        struct hvd_req *reqs;
+        size_t nreqs;
+        rc = hvd__neg_decode(all + off, lens[r], &reqs, &nreqs);
+        for (size_t i = 0; i < nreqs && rc == 0; i++)
+            rc = hvd__neg_add(&c->neg, r, &reqs[i], &resp, &nresp);
+        hvd__neg_free_reqs(reqs, nreqs);
+        off += lens[r];
+    }
+    if (rc == 0)
+        respond(c, resp, nresp);
+out:
+    if (rc == HVD_EPEER || rc == HVD_ESYS)
+        rc = ring_failed(c, rc, err);
+    else if (rc)
+        set_failed(c, rc,
+                   "negotiation failed: the ranks' requests were "
+                   "malformed or memory ran out");
+    if (c->failed)
+        fail_pending(c, c->fail_rc, c->fail_msg);
+    for (size_t i = 0; i < nresp; i++)
+        free(resp[i].req.name);
+    free(resp);
+    free(enc);
+    free(all);
+    free(lens);
+    free(mine);
+}
+
+/* Takes everything submitted; returns a shutdown request if one came. */
+static struct hvd_request *take_submitted(struct hvd_ctx *c)
+{
+    struct hvd_request *stop = NULL;
+    pthread_mutex_lock(&c->mu);
+    struct hvd_request *op = c->head;
+    c->head = c->tail = NULL;
+    atomic_store(&c->pending, 0);
+    pthread_mutex_unlock(&c->mu);
+    while (op) {
+        /* Admitting the last part may complete the op and let its caller
+         * free it: read everything needed first. */
+        struct hvd_request *next = op->next;
+        int nparts = op->nparts;
+        if (op->shutdown)
+            stop = op;
+        for (int i = 0; i < nparts; i++)
+            admit(c, &op->parts[i]);
+        op = next;
+    }
+    return stop;
+}
+
+/* Bytes from the previous rank while no cycle runs can only be another
+ * rank starting one (or its death): join it. */
+static int peer_started(struct hvd_ctx *c)
+{
+    char b;
+    if (c->ring.prev_fd < 0 || c->failed)
+        return 0;
+    ssize_t n = recv(c->ring.prev_fd, &b, 1, MSG_PEEK | MSG_DONTWAIT);
+    return n >= 0 || (errno != EAGAIN && errno != EINTR);
+}
+
+static void *thread_main(void *arg)
+{
+    struct hvd_ctx *c = arg;
     for (;;) {
-        struct hvd_work *w = take(c);
-        if (w)
-            return w;
-        /* Training loops submit back to back: look for a while before
-         * going to sleep. */
-        int64_t until = hvd__now_us() + c->spin_us;
+        struct hvd_request *stop = take_submitted(c);
+        if (stop) {
+            fail_pending(c, HVD_ESHUTDOWN, "hvd_shutdown() was called");
+            if (c->rdv_fd >= 0) {
+                uint8_t *f;
+                size_t len;
+                if (hvd_rdv_note_encode(HVD_RDV_BYE, c->rank, "", &f, &len) ==
+                    0) {
+                    hvd__sock_send_all(c->rdv_fd, f, len, hvd__now_ms() + 1000);
+                    free(f);
+                }
+            }
+            finish_op(c, stop);
+            return NULL;
+        }
+        int64_t now = hvd__now_us();
+        /* A job of one has nobody to batch with. */
+        int64_t due =
+            c->size == 1 ? 0 : c->last_cycle_us + (int64_t)(c->cycle_ms * 1000);
+        if ((c->nfresh > 0 && now >= due) || (!c->failed && peer_started(c))) {
+            cycle(c);
+            continue;
+        }
+        /* Nothing to do yet: spin a little, then sleep until new work, a
+         * peer's cycle, a failure, or our own next cycle is due. */
+        int64_t until = now + c->spin_us;
         while (c->spin_us > 0 && atomic_load(&c->pending) == 0 &&
+               !(c->nfresh > 0 && hvd__now_us() >= due) && !peer_started(c) &&
                hvd__now_us() < until)
             ;
-        if (atomic_load(&c->pending) > 0)
+        if (atomic_load(&c->pending) > 0 || peer_started(c))
             continue;
-        /* Idle: wait for work, and keep hearing about failures. The flag
-         * is set before the last look, so a submitter either sees it or
-         * its work is seen here. */
         atomic_store(&c->sleeping, 1);
         if (atomic_load(&c->pending) > 0) {
             atomic_store(&c->sleeping, 0);
             continue;
         }
-        struct pollfd p[2] = {{.fd = c->wake_fd, .events = POLLIN},
-                              {.fd = c->rdv_fd, .events = POLLIN}};
-        int n = poll(p, c->rdv_fd >= 0 ? 2 : 1, -1);
+        int timeout = -1;
+        if (c->nfresh > 0)
+            timeout = due > now ? (int)((due - now + 999) / 1000) : 0;
+        struct pollfd p[3] = {
+            {.fd = c->wake_fd, .events = POLLIN},
+            {.fd = c->rdv_fd, .events = POLLIN},
+            {.fd = c->failed ? -1 : c->ring.prev_fd, .events = POLLIN}};
+        int n = poll(p, 3, timeout);
         atomic_store(&c->sleeping, 0);
-        if (n < 0)
+        if (n <= 0)
             continue;
         if (p[0].revents) {
             uint64_t v;
@@ -246,30 +376,8 @@ static struct hvd_work *next_work(struct hvd_ctx *c)
         }
         if (c->rdv_fd >= 0 && p[1].revents)
             read_rdv(c);
-    }
-}
-
-static void *thread_main(void *arg)
-{
-    struct hvd_ctx *c = arg;
-    for (;;) {
-        struct hvd_work *w = next_work(c);
-        int stop = w->kind == HVD_OP_SHUTDOWN;
-        w->rc = stop ? 0 : run_work(c, w);
-        if (stop && c->rdv_fd >= 0) {
-            uint8_t *f;
-            size_t len;
-            if (hvd_rdv_note_encode(HVD_RDV_BYE, c->rank, "", &f, &len) == 0) {
-                hvd__sock_send_all(c->rdv_fd, f, len, hvd__now_ms() + 1000);
-                free(f);
-            }
-        }
-        pthread_mutex_lock(&c->mu);
-        atomic_store(&w->done, 1);
-        pthread_cond_broadcast(&c->cv);
-        pthread_mutex_unlock(&c->mu);
-        if (stop)
-            return NULL;
+        if (c->failed)
+            fail_pending(c, c->fail_rc, c->fail_msg);
     }
 }
 
@@ -278,6 +386,14 @@ int hvd__engine_start(struct hvd_ctx *c)
     c->wake_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
     if (c->wake_fd < 0)
         return HVD_ESYS;
+    c->npend_slots = 1024;
+    c->pend = calloc(c->npend_slots, sizeof(*c->pend));
+    if (c->pend == NULL || hvd__neg_init(&c->neg, c->size) != 0)
+        return HVD_ENOMEM;
+    const char *ct = getenv("HOROVOD_CYCLE_TIME");
+    c->cycle_ms = ct ? atof(ct) : 1.0;
+    if (c->cycle_ms < 0)
+        c->cycle_ms = 0;
     pthread_mutex_init(&c->mu, NULL);
     pthread_cond_init(&c->cv, NULL);
     /* Spinning pays only while every spinning thread has a CPU: one
@@ -297,34 +413,40 @@ int hvd__engine_start(struct hvd_ctx *c)
     return 0;
 }
 
-int hvd__engine_submit(struct hvd_ctx *c, struct hvd_work *w)
+void hvd__engine_submit(struct hvd_ctx *c, struct hvd_request *op)
 {
     uint64_t one = 1;
-    atomic_store(&w->done, 0);
-    w->next = NULL;
+    atomic_store(&op->done, 0);
+    op->next = NULL;
+    op->left = op->nparts;
     pthread_mutex_lock(&c->mu);
     if (c->tail)
-        c->tail->next = w;
+        c->tail->next = op;
     else
-        c->head = w;
-    c->tail = w;
+        c->head = op;
+    c->tail = op;
     atomic_fetch_add(&c->pending, 1);
     pthread_mutex_unlock(&c->mu);
     if (atomic_load(&c->sleeping))
         while (write(c->wake_fd, &one, sizeof(one)) < 0 && errno == EINTR)
             ;
+}
+
+int hvd__engine_wait(struct hvd_ctx *c, struct hvd_request *op)
+{
     pthread_mutex_lock(&c->mu);
-    while (!atomic_load(&w->done))
+    while (!atomic_load(&op->done))
         pthread_cond_wait(&c->cv, &c->mu);
     pthread_mutex_unlock(&c->mu);
-    return w->rc;
+    return op->rc;
 }
 
 void hvd__engine_stop(struct hvd_ctx *c)
 {
     if (c->thread_started) {
-        struct hvd_work w = {.kind = HVD_OP_SHUTDOWN};
-        hvd__engine_submit(c, &w);
+        struct hvd_request stop = {.shutdown = 1};
+        hvd__engine_submit(c, &stop);
+        hvd__engine_wait(c, &stop);
         pthread_join(c->thread, NULL);
         c->thread_started = 0;
         pthread_mutex_destroy(&c->mu);
@@ -333,4 +455,9 @@ void hvd__engine_stop(struct hvd_ctx *c)
     if (c->wake_fd > 0)
         close(c->wake_fd);
     c->wake_fd = -1;
+    hvd__neg_close(&c->neg);
+    free(c->pend);
+    free(c->fresh);
+    c->pend = NULL;
+    c->fresh = NULL;
 }

@@ -15,6 +15,10 @@ static int init(int *argc, char ***argv)
 {
     (void)argc;
     (void)argv;
+    /* One collective at a time: a negotiation cycle should start at once,
+     * not wait to batch more (HOROVOD_CYCLE_TIME, 1 ms by default, is a
+     * batching window for training steps). The environment still wins. */
+    setenv("HOROVOD_CYCLE_TIME", "0", 0);
     int rc = hvd_init();
     if (rc != 0)
         return rc;

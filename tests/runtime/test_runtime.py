@@ -10,6 +10,7 @@ import unittest
 
 HR = os.environ["HVD_HOROVODRUN"]
 CHECK = os.environ["HVD_COLLCHECK"]
+NEG = os.environ["HVD_NEGCHECK"]
 
 # A client that connects to the rendezvous server with a wrong secret.
 BOGUS = r'''
@@ -63,6 +64,24 @@ class RuntimeTest(unittest.TestCase):
                 self.assertEqual(p.returncode, 0, p.stdout + p.stderr)
                 self.assertAllRanksPass(p.stdout, np)
                 self.assertEqual(p.stderr, "")
+
+    def test_named_async_collectives(self):
+        for np in (1, 2, 4):
+            with self.subTest(np=np):
+                p, took = run([HR, "-np", str(np), NEG], timeout=120)
+                self.assertEqual(p.returncode, 0, p.stdout + p.stderr)
+                done = re.findall(r"negcheck: rank (\d+) of %d: 0 failures"
+                                  % np, p.stdout)
+                self.assertEqual(sorted(map(int, done)), list(range(np)),
+                                 p.stdout)
+                if np > 1:
+                    # The mismatch is reported on every rank, both sides
+                    # named, and the job went on.
+                    want = (r"Mismatched allreduce tensor sizes: rank \d+ "
+                            r"sent 64 elements, rank %d sent 32 for tensor "
+                            r"'mm.count'" % (np - 1))
+                    self.assertEqual(len(re.findall(want, p.stdout)), np,
+                                     p.stdout)
 
     def test_64_mib(self):
         p, _ = run([HR, "-np", "3", CHECK, "--big"])

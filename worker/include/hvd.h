@@ -41,7 +41,8 @@ extern "C" {
     XX(ECONNECT, -18, "cannot connect")                                        \
     XX(EENV, -19, "invalid horovodrun environment")                            \
     XX(ESHUTDOWN, -20, "the runtime was shut down")                            \
-    XX(ENOTSUP, -21, "not supported")
+    XX(ENOTSUP, -21, "not supported")                                          \
+    XX(EMISMATCH, -22, "ranks disagree about a named operation")
 
 enum hvd_errno {
 #define XX(name, val, msg) HVD_##name = val,
@@ -116,6 +117,45 @@ HVD_EXPORT int hvd_allgather(const void *sendbuf, size_t count, hvd_dtype dtype,
 
 /* Returns once every rank has called it. */
 HVD_EXPORT int hvd_barrier(void);
+
+/*
+ * Asynchronous forms. Each returns at once with *handle set; the operation
+ * runs in the background and completes when every rank has submitted an
+ * operation of the same name (ranks may submit names in different orders).
+ * Names must be unique among unfinished operations; NULL takes the next
+ * name of a per-rank sequence, so unnamed calls pair up in call order.
+ * Buffers must stay untouched until the operation completes. Every handle
+ * must be passed to hvd_wait exactly once.
+ */
+typedef struct hvd_request *hvd_handle;
+
+HVD_EXPORT int hvd_allreduce_async(const void *sendbuf, void *recvbuf,
+                                   size_t count, hvd_dtype dtype, hvd_op op,
+                                   const char *name, hvd_handle *handle);
+HVD_EXPORT int hvd_broadcast_async(void *buf, size_t count, hvd_dtype dtype,
+                                   int root, const char *name,
+                                   hvd_handle *handle);
+HVD_EXPORT int hvd_allgather_async(const void *sendbuf, size_t count,
+                                   hvd_dtype dtype, void **recvbuf,
+                                   size_t *counts, const char *name,
+                                   hvd_handle *handle);
+/*
+ * n allreduces of one dtype and op that complete together, as one
+ * handle; tensor i is named "name.i".
+ */
+HVD_EXPORT int
+hvd_grouped_allreduce_async(const void *const *sendbufs, void *const *recvbufs,
+                            const size_t *counts, int n, hvd_dtype dtype,
+                            hvd_op op, const char *name, hvd_handle *handle);
+HVD_EXPORT int hvd_grouped_allreduce(const void *const *sendbufs,
+                                     void *const *recvbufs,
+                                     const size_t *counts, int n,
+                                     hvd_dtype dtype, hvd_op op,
+                                     const char *name);
+/* 1 when the operation has completed, 0 when not yet. */
+HVD_EXPORT int hvd_poll(hvd_handle handle);
+/* Waits for the operation, frees the handle and returns its result. */
+HVD_EXPORT int hvd_wait(hvd_handle handle);
 
 /*
  * What the last failing call in this thread was doing and why, naming the

@@ -1,0 +1,142 @@
+/* Checks named, asynchronous collectives under horovodrun: ranks submit
+ * in different orders, grouped allreduces complete together, and ranks
+ * that disagree get errors instead of a hang. Exits 1 on a wrong result. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "hvd.h"
+
+static int rank, size, failures;
+
+static void check(int ok, const char *what)
+{
+    if (!ok) {
+        failures++;
+        printf("negcheck: rank %d: FAILED %s (%s)\n", rank, what,
+               hvd_last_error());
+    }
+}
+
+/* 50 tensors submitted in an order that differs on every rank. */
+static void test_orders(void)
+{
+    enum { N = 50 };
+    int order[N];
+    float *bufs[N];
+    hvd_handle h[N];
+    char name[32];
+    unsigned seed = 12345u + (unsigned)rank * 7919u;
+
+    for (int i = 0; i < N; i++)
+        order[i] = i;
+    for (int i = N - 1; i > 0; i--) {
+        seed = seed * 1103515245u + 12345u;
+        int j = (int)((seed >> 8) % (unsigned)(i + 1));
+        int t = order[i];
+        order[i] = order[j];
+        order[j] = t;
+    }
+    for (int k = 0; k < N; k++) {
+        int i = order[k];
+        size_t n = 1 + (size_t)i * 37;
+        bufs[i] = malloc(n * sizeof(float));
+        for (size_t e = 0; e < n; e++)
+            bufs[i][e] = (float)(rank + 1) * (float)(i + 1);
+        snprintf(name, sizeof(name), "grad.%d", i);
+        check(hvd_allreduce_async(bufs[i], bufs[i], n, HVD_FLOAT32, HVD_SUM,
+                                  name, &h[i]) == 0,
+              "submit");
+    }
+    float ranks_sum = (float)size * (float)(size + 1) / 2;
+    for (int i = 0; i < N; i++) {
+        int rc = hvd_wait(h[i]);
+        int ok = rc == 0;
+        for (size_t e = 0; ok && e < 1 + (size_t)i * 37; e++)
+            ok = bufs[i][e] == ranks_sum * (float)(i + 1);
+        check(ok, "tensors submitted in different orders");
+        free(bufs[i]);
+    }
+}
+
+static void test_grouped(void)
+{
+    int32_t a[3] = {rank, rank, rank}, b[1000];
+    const void *send[2] = {a, b};
+    void *recv[2] = {a, b};
+    size_t counts[2] = {3, 1000};
+    for (int i = 0; i < 1000; i++)
+        b[i] = i * rank;
+    hvd_handle h;
+    check(hvd_grouped_allreduce_async(send, recv, counts, 2, HVD_INT32, HVD_MAX,
+                                      "group", &h) == 0,
+          "grouped submit");
+    while (hvd_poll(h) == 0)
+        ;
+    int ok = hvd_wait(h) == 0 && a[0] == size - 1 && a[2] == size - 1;
+    for (int i = 0; ok && i < 1000; i++)
+        ok = b[i] == i * (size - 1);
+    check(ok, "grouped allreduce");
+}
+
+/* Each kind of disagreement fails on every rank, naming both sides, and
+ * the next operation works. */
+static void test_mismatches(void)
+{
+    float x[64] = {0};
+    int rc, ok;
+    char want[160];
+
+    rc = hvd_allreduce(x, x, rank == size - 1 ? 32 : 64, HVD_FLOAT32, HVD_SUM,
+                       "mm.count");
+    /* The rank named first is whichever asked first; the other side is
+     * the rank that differs. */
+    snprintf(want, sizeof(want),
+             "sent 64 elements, rank %d sent 32 for "
+             "tensor 'mm.count'",
+             size - 1);
+    check(rc == HVD_EMISMATCH &&
+              strstr(hvd_last_error(), "Mismatched allreduce tensor sizes") &&
+              strstr(hvd_last_error(), want),
+          "count");
+    printf("negcheck: rank %d: %s\n", rank, hvd_last_error());
+
+    rc = hvd_allreduce(x, x, 8, rank == size - 1 ? HVD_INT32 : HVD_FLOAT32,
+                       HVD_SUM, "mm.dtype");
+    check(rc == HVD_EMISMATCH &&
+              strstr(hvd_last_error(), "Mismatched allreduce data types"),
+          "dtype");
+    rc = hvd_allreduce(x, x, 8, HVD_FLOAT32,
+                       rank == size - 1 ? HVD_MAX : HVD_SUM, "mm.op");
+    check(rc == HVD_EMISMATCH &&
+              strstr(hvd_last_error(), "Mismatched allreduce operations"),
+          "op");
+    rc = hvd_broadcast(x, 8, HVD_FLOAT32, rank == size - 1 ? size - 1 : 0,
+                       "mm.root");
+    check(rc == HVD_EMISMATCH &&
+              strstr(hvd_last_error(), "Mismatched broadcast root ranks"),
+          "root");
+    /* The job goes on. */
+    float y = 1;
+    rc = hvd_allreduce(&y, &y, 1, HVD_FLOAT32, HVD_SUM, "after");
+    ok = rc == 0 && y == (float)size;
+    check(ok, "an allreduce after the mismatches");
+}
+
+int main(void)
+{
+    if (hvd_init() != 0) {
+        printf("negcheck: hvd_init failed: %s\n", hvd_last_error());
+        return 2;
+    }
+    rank = hvd_rank();
+    size = hvd_size();
+    test_orders();
+    test_grouped();
+    if (size > 1)
+        test_mismatches();
+    check(hvd_barrier() == 0, "barrier");
+    printf("negcheck: rank %d of %d: %d failures\n", rank, size, failures);
+    hvd_shutdown();
+    return failures ? 1 : 0;
+}

@@ -1,0 +1,158 @@
+/* Unit tests for the negotiation table and its wire format
+ * (worker/negotiate.c). */
+#include <criterion/criterion.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "negotiate.h"
+
+static struct hvd_req req(const char *name, uint64_t count)
+{
+    return (struct hvd_req){HVD_REQ_ALLREDUCE, HVD_FLOAT32, HVD_SUM, 0, count,
+                            (char *)name};
+}
+
+static void free_resp(struct hvd_resp *r, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        free(r[i].req.name);
+    free(r);
+}
+
+Test(negotiate, ready_in_the_order_the_last_rank_asked)
+{
+    struct hvd_neg t;
+    struct hvd_resp *r = NULL;
+    size_t n = 0;
+    struct hvd_req a = req("a", 4), b = req("b", 4);
+
+    cr_assert_eq(hvd__neg_init(&t, 2), 0);
+    cr_assert_eq(hvd__neg_add(&t, 0, &a, &r, &n), 0);
+    cr_assert_eq(hvd__neg_add(&t, 0, &b, &r, &n), 0);
+    cr_expect_eq(n, 0, "nothing is ready until every rank asked");
+    cr_assert_eq(hvd__neg_add(&t, 1, &b, &r, &n), 0);
+    cr_assert_eq(hvd__neg_add(&t, 1, &a, &r, &n), 0);
+    cr_assert_eq(n, 2);
+    cr_expect_str_eq(r[0].req.name, "b");
+    cr_expect_str_eq(r[1].req.name, "a");
+    cr_expect_eq(r[0].error, 0);
+    cr_expect_eq(t.used, 0, "answered names leave the table");
+    free_resp(r, n);
+    hvd__neg_close(&t);
+}
+
+static const char *mismatch(struct hvd_req r1)
+{
+    static char msg[256];
+    struct hvd_neg t;
+    struct hvd_resp *r = NULL;
+    size_t n = 0;
+    struct hvd_req r0 = req("fc1.weight", 1024);
+    r0.kind = r1.kind;
+    hvd__neg_init(&t, 3);
+    hvd__neg_add(&t, 0, &r0, &r, &n);
+    hvd__neg_add(&t, 2, &r1, &r, &n);
+    hvd__neg_add(&t, 1, &r0, &r, &n);
+    cr_assert_eq(n, 1);
+    snprintf(msg, sizeof(msg), "%s", r[0].error ? r[0].msg : "");
+    cr_expect_eq(r[0].error, r[0].error ? HVD_EMISMATCH : 0);
+    free_resp(r, n);
+    hvd__neg_close(&t);
+    return msg;
+}
+
+Test(negotiate, mismatches_name_both_ranks)
+{
+    struct hvd_req r = req("fc1.weight", 512);
+    cr_expect_str_eq(mismatch(r),
+                     "Mismatched allreduce tensor sizes: rank 0 sent 1024 "
+                     "elements, rank 2 sent 512 for tensor 'fc1.weight'");
+    r = req("fc1.weight", 1024);
+    r.dtype = HVD_FLOAT16;
+    cr_expect_str_eq(mismatch(r),
+                     "Mismatched allreduce data types: rank 0 sent float32, "
+                     "rank 2 sent float16 for tensor 'fc1.weight'");
+    r = req("fc1.weight", 1024);
+    r.op = HVD_MAX;
+    cr_expect_str_eq(mismatch(r),
+                     "Mismatched allreduce operations: rank 0 asked for sum, "
+                     "rank 2 for max of tensor 'fc1.weight'");
+    r = req("fc1.weight", 1024);
+    r.kind = HVD_REQ_BROADCAST;
+    r.root = 2;
+    cr_expect_str_eq(mismatch(r),
+                     "Mismatched broadcast root ranks: rank 0 named root 0, "
+                     "rank 2 named root 2 for tensor 'fc1.weight'");
+    /* Allgather counts may differ; that is the point of allgather. */
+    r = req("fc1.weight", 7);
+    r.kind = HVD_REQ_ALLGATHER;
+    cr_expect_str_eq(mismatch(r), "");
+}
+
+Test(negotiate, a_name_asked_twice_by_one_rank_fails)
+{
+    struct hvd_neg t;
+    struct hvd_resp *r = NULL;
+    size_t n = 0;
+    struct hvd_req a = req("a", 1);
+    hvd__neg_init(&t, 2);
+    hvd__neg_add(&t, 0, &a, &r, &n);
+    hvd__neg_add(&t, 0, &a, &r, &n);
+    hvd__neg_add(&t, 1, &a, &r, &n);
+    cr_assert_eq(n, 1);
+    cr_expect_eq(r[0].error, HVD_EMISMATCH);
+    cr_expect_str_eq(r[0].msg, "rank 0 submitted tensor 'a' again before it "
+                               "completed");
+    free_resp(r, n);
+    hvd__neg_close(&t);
+}
+
+Test(negotiate, many_names_grow_the_table)
+{
+    struct hvd_neg t;
+    struct hvd_resp *r = NULL;
+    size_t n = 0;
+    char name[32];
+    hvd__neg_init(&t, 2);
+    for (int i = 0; i < 5000; i++) {
+        snprintf(name, sizeof(name), "t%d", i);
+        struct hvd_req q = req(name, 1);
+        cr_assert_eq(hvd__neg_add(&t, 0, &q, &r, &n), 0);
+    }
+    for (int i = 4999; i >= 0; i--) {
+        snprintf(name, sizeof(name), "t%d", i);
+        struct hvd_req q = req(name, 1);
+        cr_assert_eq(hvd__neg_add(&t, 1, &q, &r, &n), 0);
+    }
+    cr_assert_eq(n, 5000);
+    cr_expect_str_eq(r[0].req.name, "t4999");
+    cr_expect_str_eq(r[4999].req.name, "t0");
+    free_resp(r, n);
+    hvd__neg_close(&t);
+}
+
+Test(negotiate, wire_round_trip_and_truncation)
+{
+    struct hvd_req in[2] = {req("alpha", 1ull << 40), req("", 0)};
+    in[1].kind = HVD_REQ_BROADCAST;
+    in[1].root = -3;
+    uint8_t *p;
+    size_t len, n;
+    struct hvd_req *out;
+    cr_assert_eq(hvd__neg_encode(in, 2, &p, &len), 0);
+    cr_assert_eq(hvd__neg_decode(p, len, &out, &n), 0);
+    cr_assert_eq(n, 2);
+    cr_expect_str_eq(out[0].name, "alpha");
+    cr_expect_eq(out[0].count, 1ull << 40);
+    cr_expect_eq(out[1].kind, HVD_REQ_BROADCAST);
+    cr_expect_eq(out[1].root, -3);
+    hvd__neg_free_reqs(out, n);
+    for (size_t cut = 0; cut < len; cut++) {
+        cr_expect_lt(hvd__neg_decode(p, cut, &out, &n), 0, "cut %zu", cut);
+        cr_expect_null(out);
+    }
+    free(p);
+    uint8_t forged[] = {0xff, 0xff, 0xff, 0xff};
+    cr_expect_eq(hvd__neg_decode(forged, 4, &out, &n), HVD_EPROTO);
+}

@@ -1,0 +1,140 @@
+/* Runs one negotiated collective on the ring. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/hvd_err.h"
+#include "ctx.h"
+
+static int do_allgather(struct hvd_ctx *c, struct hvd_work *w)
+{
+    size_t es = hvd_dtype_size(w->dtype), total = 0;
+    uint8_t *all;
+    int rc = hvd__exec_gather(c, w->sendbuf, w->count * es, &all, w->counts,
+                              w->err, sizeof(w->err));
+    if (rc)
+        return rc;
+    for (int i = 0; i < c->size; i++) {
+        total += w->counts[i];
+        w->counts[i] /= es;
+    }
+    if (total == 0) {
+        free(all);
+        all = NULL;
+    }
+    *w->gathered = all;
+    return 0;
+}
+
+int hvd__exec(struct hvd_ctx *c, struct hvd_work *w)
+{
+    uint8_t token[1] = {1};
+    uint8_t *all;
+    size_t *ones;
+    int rc;
+
+    c->ring.abort_deadline = 0;
+    switch (w->kind) {
+    case HVD_OP_ALLREDUCE:
+        rc = hvd__ring_allreduce(&c->ring, w->sendbuf, w->recvbuf, w->count,
+                                 w->dtype, w->op_kind, w->err, sizeof(w->err));
+        break;
+    case HVD_OP_BROADCAST:
+        rc = hvd__ring_broadcast(&c->ring, w->recvbuf,
+                                 w->count * hvd_dtype_size(w->dtype), w->root,
+                                 w->err, sizeof(w->err));
+        break;
+    case HVD_OP_ALLGATHER:
+        rc = do_allgather(c, w);
+        break;
+    case HVD_OP_BARRIER:
+        /* Every rank's byte must arrive everywhere: nobody leaves early. */
+        all = malloc((size_t)c->size);
+        ones = malloc((size_t)c->size * sizeof(*ones));
+        rc = HVD_ENOMEM;
+        if (all && ones) {
+            for (int i = 0; i < c->size; i++)
+                ones[i] = 1;
+            rc = hvd__ring_allgatherv(&c->ring, token, all, ones, w->err,
+                                      sizeof(w->err));
+        }
+        free(all);
+        free(ones);
+        break;
+    default:
+        rc = HVD_EINVAL;
+    }
+    return rc;
+}
+
+/* The first pass of hvd__exec_gather carries this many bytes per rank:
+ * a length and the start of the data, so that short lists (the usual
+ * negotiation) take one pass instead of two. */
+#define GATHER_BLOCK 1024u
+#define GATHER_HEAD (GATHER_BLOCK - 8u)
+
+int hvd__exec_gather(struct hvd_ctx *c, const uint8_t *mine, size_t len,
+                     uint8_t **all, size_t *lens, char *err, size_t errlen)
+{
+    size_t n = (size_t)c->size, total = 0, rest = 0;
+    uint8_t *blocks = malloc(n * GATHER_BLOCK);
+    size_t *bytes = calloc(n, sizeof(*bytes));
+    uint8_t *tails = NULL;
+    int rc = HVD_ENOMEM;
+
+    *all = NULL;
+    if (blocks == NULL || bytes == NULL)
+        goto out;
+    uint8_t *me = blocks + (size_t)c->rank * GATHER_BLOCK;
+    uint64_t l64 = len;
+    memcpy(me, &l64, 8);
+    memcpy(me + 8, mine, len < GATHER_HEAD ? len : GATHER_HEAD);
+    for (size_t i = 0; i < n; i++)
+        bytes[i] = GATHER_BLOCK;
+    rc = hvd__ring_allgatherv(&c->ring, me, blocks, bytes, err, errlen);
+    if (rc)
+        goto out;
+    for (size_t i = 0; i < n; i++) {
+        memcpy(&l64, blocks + i * GATHER_BLOCK, 8);
+        lens[i] = (size_t)l64;
+        bytes[i] = lens[i] > GATHER_HEAD ? lens[i] - GATHER_HEAD : 0;
+        total += lens[i];
+        rest += bytes[i];
+    }
+    /* Longer lists: a second pass with what did not fit. */
+    if (rest > 0) {
+        rc = HVD_ENOMEM;
+        if ((tails = malloc(rest)) == NULL)
+            goto out;
+        size_t off = 0;
+        for (int i = 0; i < c->rank; i++)
+            off += bytes[i];
+        if (bytes[c->rank])
+            memcpy(tails + off, mine + GATHER_HEAD, bytes[c->rank]);
+        rc = hvd__ring_allgatherv(&c->ring, tails + off, tails, bytes, err,
+                                  errlen);
+        if (rc)
+            goto out;
+    }
+    rc = HVD_ENOMEM;
+    if ((*all = malloc(total ? total : 1)) == NULL)
+        goto out;
+    size_t at = 0, toff = 0;
+    for (size_t i = 0; i < n; i++) {
+        size_t head = lens[i] < GATHER_HEAD ? lens[i] : GATHER_HEAD;
+        memcpy(*all + at, blocks + i * GATHER_BLOCK + 8, head);
+        if (bytes[i])
+            memcpy(*all + at + head, tails + toff, bytes[i]);
+        at += lens[i];
+        toff += bytes[i];
+    }
+    rc = 0;
+out:
+    if (rc) {
+        free(*all);
+        *all = NULL;
+    }
+    free(blocks);
+    free(bytes);
+    free(tails);
+    return rc;
+}

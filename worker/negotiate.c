@@ -1,0 +1,262 @@
+/* The negotiation table: requests per name until every rank has asked,
+ * then one response, the same on every rank. */
+#include "negotiate.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/wire.h"
+
+struct hvd_neg_entry {
+    struct hvd_req first; /* the first request, from first_rank */
+    int first_rank;
+    int nseen;
+    int error;
+    char msg[256];
+    struct hvd_neg_entry *next; /* hash chain */
+    uint8_t seen[];             /* one byte per rank */
+};
+
+static const char *kind_name(int k)
+{
+    static const char *n[] = {"allreduce", "broadcast", "allgather", "barrier"};
+    return k >= 0 && k < 4 ? n[k] : "operation";
+}
+
+static const char *dtype_name(int d)
+{
+    static const char *n[] = {"uint8",   "int8",     "int32",   "int64",
+                              "float16", "bfloat16", "float32", "float64"};
+    return d >= 0 && d < 8 ? n[d] : "unknown";
+}
+
+static const char *op_name(int o)
+{
+    static const char *n[] = {"sum", "average", "min", "max", "product"};
+    return o >= 0 && o < 5 ? n[o] : "unknown";
+}
+
+static size_t hash(const char *s)
+{
+    size_t h = 1469598103934665603ull;
+    for (; *s; s++)
+        h = (h ^ (unsigned char)*s) * 1099511628211ull;
+    return h;
+}
+
+int hvd__neg_init(struct hvd_neg *t, int size)
+{
+    memset(t, 0, sizeof(*t));
+    t->size = size;
+    t->nslots = 64;
+    t->slots = calloc(t->nslots, sizeof(*t->slots));
+    return t->slots ? 0 : HVD_ENOMEM;
+}
+
+void hvd__neg_close(struct hvd_neg *t)
+{
+    if (t == NULL || t->slots == NULL)
+        return;
+    for (size_t i = 0; i < t->nslots; i++)
+        while (t->slots[i]) {
+            struct hvd_neg_entry *e = t->slots[i];
+            t->slots[i] = e->next;
+            free(e->first.name);
+            free(e);
+        }
+    free(t->slots);
+    t->slots = NULL;
+}
+
+static int grow(struct hvd_neg *t)
+{
+    size_t n = t->nslots * 2;
+    struct hvd_neg_entry **s = calloc(n, sizeof(*s));
+    if (s == NULL)
+        return HVD_ENOMEM;
+    for (size_t i = 0; i < t->nslots; i++)
+        while (t->slots[i]) {
+            struct hvd_neg_entry *e = t->slots[i];
+            t->slots[i] = e->next;
+            e->next = s[hash(e->first.name) % n];
+            s[hash(e->first.name) % n] = e;
+        }
+    free(t->slots);
+    t->slots = s;
+    t->nslots = n;
+    return 0;
+}
+
+/* Notes the first way rank's request differs from the first one. The
+ * lower rank is named first, whichever asked first. */
+static void compare(struct hvd_neg_entry *e, int rank, const struct hvd_req *r)
+{
+    const struct hvd_req *f = &e->first;
+    const char *k = kind_name(f->kind);
+    int a = e->first_rank;
+    if (e->error)
+        return;
+    if (rank < a) {
+        const struct hvd_req *t = f;
+        int tr = a;
+        f = r;
+        a = rank;
+        r = t;
+        rank = tr;
+    }
+    e->error = HVD_EMISMATCH;
+    if (r->kind != f->kind)
+        snprintf(e->msg, sizeof(e->msg),
+                 "Mismatched operations: rank %d asked for %s, rank %d for "
+                 "%s of tensor '%s'",
+                 a, kind_name(f->kind), rank, kind_name(r->kind),
+                 e->first.name);
+    else if (r->dtype != f->dtype)
+        snprintf(e->msg, sizeof(e->msg),
+                 "Mismatched %s data types: rank %d sent %s, rank %d sent %s "
+                 "for tensor '%s'",
+                 k, a, dtype_name(f->dtype), rank, dtype_name(r->dtype),
+                 e->first.name);
+    else if (r->count != f->count && f->kind != HVD_REQ_ALLGATHER)
+        snprintf(e->msg, sizeof(e->msg),
+                 "Mismatched %s tensor sizes: rank %d sent %llu elements, "
+                 "rank %d sent %llu for tensor '%s'",
+                 k, a, (unsigned long long)f->count, rank,
+                 (unsigned long long)r->count, e->first.name);
+    else if (r->op != f->op && f->kind == HVD_REQ_ALLREDUCE)
+        snprintf(e->msg, sizeof(e->msg),
+                 "Mismatched %s operations: rank %d asked for %s, rank %d "
+                 "for %s of tensor '%s'",
+                 k, a, op_name(f->op), rank, op_name(r->op), e->first.name);
+    else if (r->root != f->root && f->kind == HVD_REQ_BROADCAST)
+        snprintf(e->msg, sizeof(e->msg),
+                 "Mismatched %s root ranks: rank %d named root %d, rank %d "
+                 "named root %d for tensor '%s'",
+                 k, a, f->root, rank, r->root, e->first.name);
+    else
+        e->error = 0;
+}
+
+static int respond(struct hvd_neg_entry *e, struct hvd_resp **out, size_t *nout)
+{
+    struct hvd_resp *o = realloc(*out, (*nout + 1) * sizeof(**out));
+    if (o == NULL)
+        return HVD_ENOMEM;
+    *out = o;
+    struct hvd_resp *r = &o[(*nout)++];
+    r->req = e->first; /* takes the name */
+    r->error = e->error;
+    memcpy(r->msg, e->msg, sizeof(r->msg));
+    free(e);
+    return 0;
+}
+
+int hvd__neg_add(struct hvd_neg *t, int rank, const struct hvd_req *req,
+                 struct hvd_resp **out, size_t *nout)
+{
+    if (rank < 0 || rank >= t->size || req->name == NULL)
+        return HVD_EINVAL;
+    struct hvd_neg_entry **pp = &t->slots[hash(req->name) % t->nslots];
+    while (*pp && strcmp((*pp)->first.name, req->name) != 0)
+        pp = &(*pp)->next;
+    struct hvd_neg_entry *e = *pp;
+    if (e == NULL) {
+        e = calloc(1, sizeof(*e) + (size_t)t->size);
+        if (e == NULL || (e->first.name = strdup(req->name)) == NULL) {
+            free(e);
+            return HVD_ENOMEM;
+        }
+        char *name = e->first.name;
+        e->first = *req;
+        e->first.name = name;
+        e->first_rank = rank;
+        *pp = e;
+        t->used++;
+    } else if (e->seen[rank]) {
+        if (!e->error) {
+            e->error = HVD_EMISMATCH;
+            snprintf(e->msg, sizeof(e->msg),
+                     "rank %d submitted tensor '%s' again before it "
+                     "completed",
+                     rank, req->name);
+        }
+        return 0;
+    } else {
+        compare(e, rank, req);
+    }
+    e->seen[rank] = 1;
+    if (++e->nseen < t->size)
+        return t->used > t->nslots ? grow(t) : 0;
+    /* Everyone asked: unlink and answer. */
+    *pp = e->next;
+    t->used--;
+    return respond(e, out, nout);
+}
+
+int hvd__neg_encode(const struct hvd_req *reqs, size_t n, uint8_t **out,
+                    size_t *len)
+{
+    struct hvd_wbuf w;
+    hvd_wbuf_init(&w);
+    hvd_wbuf_u32(&w, (uint32_t)n);
+    for (size_t i = 0; i < n; i++) {
+        hvd_wbuf_u8(&w, reqs[i].kind);
+        hvd_wbuf_u8(&w, reqs[i].dtype);
+        hvd_wbuf_u8(&w, reqs[i].op);
+        hvd_wbuf_i32(&w, reqs[i].root);
+        hvd_wbuf_u32(&w, (uint32_t)(reqs[i].count >> 32));
+        hvd_wbuf_u32(&w, (uint32_t)reqs[i].count);
+        hvd_wbuf_str(&w, reqs[i].name);
+    }
+    /* The frame header is not needed on the ring: hand out the payload. */
+    uint8_t *f;
+    int err = hvd_wbuf_finish(&w, 0, &f, len);
+    hvd_wbuf_close(&w);
+    if (err)
+        return err;
+    *len -= HVD_FRAME_HDR;
+    memmove(f, f + HVD_FRAME_HDR, *len);
+    *out = f;
+    return 0;
+}
+
+void hvd__neg_free_reqs(struct hvd_req *reqs, size_t n)
+{
+    for (size_t i = 0; reqs && i < n; i++)
+        free(reqs[i].name);
+    free(reqs);
+}
+
+int hvd__neg_decode(const uint8_t *p, size_t len, struct hvd_req **reqs,
+                    size_t *n)
+{
+    struct hvd_rbuf r;
+    hvd_rbuf_init(&r, p, len);
+    uint32_t cnt = hvd_rbuf_u32(&r);
+    *reqs = NULL;
+    *n = 0;
+    /* Each request takes at least 19 bytes: no forged count allocates. */
+    if (r.err || cnt > (len - 4) / 19)
+        return r.err ? r.err : HVD_EPROTO;
+    struct hvd_req *a = calloc(cnt ? cnt : 1, sizeof(*a));
+    if (a == NULL)
+        return HVD_ENOMEM;
+    for (uint32_t i = 0; i < cnt; i++) {
+        a[i].kind = hvd_rbuf_u8(&r);
+        a[i].dtype = hvd_rbuf_u8(&r);
+        a[i].op = hvd_rbuf_u8(&r);
+        a[i].root = hvd_rbuf_i32(&r);
+        uint64_t hi = hvd_rbuf_u32(&r);
+        a[i].count = hi << 32 | hvd_rbuf_u32(&r);
+        a[i].name = hvd_rbuf_strdup(&r);
+    }
+    int err = hvd_rbuf_done(&r);
+    if (err) {
+        hvd__neg_free_reqs(a, cnt);
+        return err;
+    }
+    *reqs = a;
+    *n = cnt;
+    return 0;
+}

@@ -1,0 +1,65 @@
+/* Negotiation: which named operations every rank has submitted, in one
+ * order that all ranks follow, and which disagree. */
+#ifndef HVD_NEGOTIATE_H
+#define HVD_NEGOTIATE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "include/hvd.h"
+
+enum hvd_req_kind {
+    HVD_REQ_ALLREDUCE = 0,
+    HVD_REQ_BROADCAST = 1,
+    HVD_REQ_ALLGATHER = 2,
+    HVD_REQ_BARRIER = 3
+};
+
+/* What a rank asks for under a name. */
+struct hvd_req {
+    uint8_t kind;
+    uint8_t dtype;
+    uint8_t op;
+    int32_t root;
+    uint64_t count; /* allgather: this rank's own count, may differ */
+    char *name;
+};
+
+/* A decision: run the operation named, or fail it on every rank. */
+struct hvd_resp {
+    struct hvd_req req; /* rank 0's view of it (name owned here) */
+    int error;          /* 0, or HVD_EMISMATCH with msg */
+    char msg[256];
+};
+
+struct hvd_neg_entry;
+
+/* The table every rank keeps identically: requests seen per name. */
+struct hvd_neg {
+    int size;
+    struct hvd_neg_entry **slots; /* open hash by name */
+    size_t nslots, used;
+};
+
+int hvd__neg_init(struct hvd_neg *t, int size);
+void hvd__neg_close(struct hvd_neg *t);
+
+/*
+ * Records that rank asked for req (copied). When the last rank's request
+ * for a name arrives, a response is appended to *out (grown with realloc;
+ * *nout counts). Requests must be fed in the same order on every rank so
+ * that every rank appends the same responses in the same order.
+ */
+int hvd__neg_add(struct hvd_neg *t, int rank, const struct hvd_req *req,
+                 struct hvd_resp **out, size_t *nout);
+
+/* Request lists on the wire: u32 n, then per request u8 kind, u8 dtype,
+ * u8 op, i32 root, u64 count (two u32), str name. */
+int hvd__neg_encode(const struct hvd_req *reqs, size_t n, uint8_t **out,
+                    size_t *len);
+/* Decodes into a new array (*reqs, *n); free with hvd__neg_free_reqs. */
+int hvd__neg_decode(const uint8_t *p, size_t len, struct hvd_req **reqs,
+                    size_t *n);
+void hvd__neg_free_reqs(struct hvd_req *reqs, size_t n);
+
+#endif
