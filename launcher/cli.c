@@ -102,6 +102,33 @@ STORE(opt_network_interface, network_interface)
 STORE(opt_rendezvous_addr, rendezvous_addr)
 #undef STORE
 
+/* A non-negative decimal number for a tuning variable of the ranks. */
+static int check_number(const char *what, const char *arg, char *err, size_t n)
+{
+    char *end;
+    errno = 0;
+    double v = strtod(arg, &end);
+    if (errno || end == arg || *end != '\0' || !isfinite(v) || v < 0 ||
+        v > 1e9) {
+        snprintf(err, n, "%s must be a number of at least 0, got '%s'", what,
+                 arg);
+        return -1;
+    }
+    return 0;
+}
+
+static int opt_fusion(struct hr_opts *o, const char *arg, char *err, size_t n)
+{
+    o->fusion_threshold_mb = arg;
+    return check_number("--fusion-threshold-mb", arg, err, n);
+}
+
+static int opt_cycle(struct hr_opts *o, const char *arg, char *err, size_t n)
+{
+    o->cycle_time_ms = arg;
+    return check_number("--cycle-time-ms", arg, err, n);
+}
+
 static int opt_accept_new(struct hr_opts *o, const char *arg, char *err,
                           size_t n)
 {
@@ -155,6 +182,14 @@ const struct hr_option hr_options[] = {
     {"rendezvous-addr", NULL, 0, "ADDR",
      "hand ranks this rendezvous address (default: the route to the hosts)",
      opt_rendezvous_addr},
+    {"fusion-threshold-mb", NULL, 0, "MB",
+     "fuse ready allreduces up to MB mebibytes (default 128; 0 disables); "
+     "sets HOROVOD_FUSION_THRESHOLD",
+     opt_fusion},
+    {"cycle-time-ms", NULL, 0, "MS",
+     "least time between negotiation cycles (default 1); sets "
+     "HOROVOD_CYCLE_TIME",
+     opt_cycle},
     {"verbose", NULL, 0, NULL, "print what horovodrun does", opt_verbose},
     {"version", NULL, 'v', NULL, "print the version and exit", NULL},
     {"help", NULL, 'h', NULL, "print this help and exit", NULL},

@@ -20,6 +20,8 @@ struct hr_opts {
     const char *agent_path;    /* hvd-agent on remote hosts */
     const char *network_interface;
     const char *rendezvous_addr;
+    const char *fusion_threshold_mb; /* exported to the ranks */
+    const char *cycle_time_ms;
     char **cmd; /* the command and its arguments, NULL-terminated */
     int cmdc;
 };

@@ -1,5 +1,6 @@
 /* horovodrun: parse the command line, plan the ranks, run the job. */
 #include <stdio.h>
+#include <stdlib.h>
 
 #include "cli.h"
 #include "common/hostspec.h"
@@ -26,6 +27,16 @@ int main(int argc, char **argv)
         return HR_EXIT_USAGE;
     }
     hvd_log_init("horovodrun", o.verbose);
+    /* Runtime tuning travels to the ranks in the environment, which they
+     * inherit from horovodrun. */
+    if (o.fusion_threshold_mb) {
+        char bytes[32];
+        snprintf(bytes, sizeof(bytes), "%.0f",
+                 atof(o.fusion_threshold_mb) * 1024 * 1024);
+        setenv("HOROVOD_FUSION_THRESHOLD", bytes, 1);
+    }
+    if (o.cycle_time_ms)
+        setenv("HOROVOD_CYCLE_TIME", o.cycle_time_ms, 1);
 
     if (o.hosts)
         rc = hvd_hostlist_parse_spec(&hl, o.hosts, err, sizeof(err));

@@ -87,7 +87,10 @@ struct hvd_ctx {
     size_t nfresh, fresh_cap;
     struct hvd_neg neg;
     _Atomic unsigned long long noname; /* names of unnamed calls */
-    double cycle_ms; /* least time between cycles this rank starts */
+    double cycle_ms;         /* least time between cycles this rank starts */
+    size_t fusion_threshold; /* bytes; 0 disables fusion */
+    uint8_t *fuse_buf;
+    size_t fuse_cap;
     int64_t last_cycle_us;
     int failed; /* sticky: every later collective fails with this */
     int fail_rc;
@@ -104,6 +107,9 @@ void hvd__engine_submit(struct hvd_ctx *c, struct hvd_request *op);
 int hvd__engine_wait(struct hvd_ctx *c, struct hvd_request *op);
 /* Runs one collective on the ring (background thread). */
 int hvd__exec(struct hvd_ctx *c, struct hvd_work *w);
+/* Runs n ready allreduces of one dtype and op as fused collectives. */
+int hvd__fused_allreduce(struct hvd_ctx *c, struct hvd_work **ws, int n,
+                         char *err, size_t errlen);
 /* Every rank's len bytes, in rank order: *all (malloc) and lens[size]. */
 int hvd__exec_gather(struct hvd_ctx *c, const uint8_t *mine, size_t len,
                      uint8_t **all, size_t *lens, char *err, size_t errlen);

@@ -203,22 +203,57 @@ static void admit(struct hvd_ctx *c, struct hvd_work *w)
     c->fresh[c->nfresh++] = w;
 }
 
-/* Runs the operations every rank asked for, in the agreed order. */
+/* Whether response j can join a fused group that starts with work w and
+ * holds bytes so far. */
+static int fusable(const struct hvd_ctx *c, const struct hvd_work *w,
+                   const struct hvd_resp *rj, size_t bytes)
+{
+    const struct hvd_req *q = &rj->req;
+    return c->fusion_threshold > 0 && rj->error == 0 &&
+           w->kind == HVD_OP_ALLREDUCE && q->kind == HVD_REQ_ALLREDUCE &&
+           q->dtype == w->dtype && q->op == w->op_kind &&
+           bytes + q->count * hvd_dtype_size(w->dtype) <= c->fusion_threshold;
+}
+
+/* Runs the operations every rank asked for, in the agreed order; runs of
+ * allreduces that fit the fusion threshold go together. */
 static void respond(struct hvd_ctx *c, struct hvd_resp *resp, size_t n)
 {
-    for (size_t i = 0; i < n; i++) {
+    struct hvd_work **group = malloc((n + 1) * sizeof(*group));
+    for (size_t i = 0; i < n;) {
         struct hvd_work *w = pending(c, resp[i].req.name, 1);
-        if (w == NULL)
-            continue;
-        if (resp[i].error) {
-            complete(c, w, resp[i].error, resp[i].msg);
+        if (w == NULL) {
+            i++;
             continue;
         }
-        int rc = c->failed ? c->fail_rc : hvd__exec(c, w);
+        if (resp[i].error) {
+            complete(c, w, resp[i].error, resp[i].msg);
+            i++;
+            continue;
+        }
+        int ng = 0;
+        size_t bytes = w->count * hvd_dtype_size(w->dtype);
+        if (group)
+            group[ng++] = w;
+        for (i++; group && i < n && fusable(c, w, &resp[i], bytes); i++) {
+            struct hvd_work *x = pending(c, resp[i].req.name, 1);
+            if (x == NULL)
+                continue;
+            group[ng++] = x;
+            bytes += x->count * hvd_dtype_size(x->dtype);
+        }
+        char err[HVD_ERRMSG] = "";
+        int rc = c->failed ? c->fail_rc
+                 : ng > 1 ? hvd__fused_allreduce(c, group, ng, err, sizeof(err))
+                          : hvd__exec(c, w);
+        if (ng <= 1)
+            snprintf(err, sizeof(err), "%s", w->err);
         if (rc == HVD_EPEER || rc == HVD_ESYS)
-            rc = ring_failed(c, rc, w->err);
-        complete(c, w, rc, c->failed ? c->fail_msg : w->err);
+            rc = ring_failed(c, rc, err);
+        for (int k = 0; k < (ng ? ng : 1); k++)
+            complete(c, ng ? group[k] : w, rc, c->failed ? c->fail_msg : err);
     }
+    free(group);
 }
 
 /*
@@ -390,6 +425,8 @@ int hvd__engine_start(struct hvd_ctx *c)
     c->pend = calloc(c->npend_slots, sizeof(*c->pend));
     if (c->pend == NULL || hvd__neg_init(&c->neg, c->size) != 0)
         return HVD_ENOMEM;
+    const char *ft = getenv("HOROVOD_FUSION_THRESHOLD");
+    c->fusion_threshold = ft ? (size_t)strtoull(ft, NULL, 10) : 128u << 20;
     const char *ct = getenv("HOROVOD_CYCLE_TIME");
     c->cycle_ms = ct ? atof(ct) : 1.0;
     if (c->cycle_ms < 0)
@@ -458,6 +495,8 @@ void hvd__engine_stop(struct hvd_ctx *c)
     hvd__neg_close(&c->neg);
     free(c->pend);
     free(c->fresh);
+    free(c->fuse_buf);
     c->pend = NULL;
     c->fresh = NULL;
+    c->fuse_buf = NULL;
 }

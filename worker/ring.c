@@ -198,13 +198,12 @@ static int run(struct hvd_ring *r, const struct sched *sc, char *err,
     }
 }
 
-/* Elements of segment i when count is split into size near-equal parts. */
-static size_t seg_count(size_t count, int size, int i)
+int hvd__ring_is_small(size_t count, hvd_dtype dt)
 {
-    return count / (size_t)size + ((size_t)i < count % (size_t)size);
+    return count * hvd_dtype_size(hvd__acc_dtype(dt)) <= RING_SMALL;
 }
 
-static size_t seg_first(size_t count, int size, int i)
+size_t hvd__ring_seg_first(size_t count, int size, int i)
 {
     size_t base = count / (size_t)size, extra = count % (size_t)size;
     return (size_t)i * base + ((size_t)i < extra ? (size_t)i : extra);
@@ -244,9 +243,9 @@ static void ar_process(void *vctx, int step, size_t first, const uint8_t *d,
  * instead of 2(n-1)), then each rank folds them in rank order, so every
  * rank computes the same bits.
  */
-static int gather_reduce(struct hvd_ring *r, const void *sendbuf, void *recvbuf,
-                         size_t count, hvd_dtype dt, hvd_op op, char *err,
-                         size_t errlen)
+int hvd__ring_gather_reduce(struct hvd_ring *r, const void *sendbuf,
+                            void *recvbuf, size_t count, hvd_dtype dt,
+                            hvd_op op, char *err, size_t errlen)
 {
     hvd_dtype acc_dt = hvd__acc_dtype(dt);
     size_t block = count * hvd_dtype_size(acc_dt);
@@ -275,11 +274,10 @@ int hvd__ring_allreduce(struct hvd_ring *r, const void *sendbuf, void *recvbuf,
                         size_t count, hvd_dtype dt, hvd_op op, char *err,
                         size_t errlen)
 {
-    int n = r->size, rank = r->rank;
+    int n = r->size;
     hvd_dtype acc_dt = hvd__acc_dtype(dt);
     size_t es = hvd_dtype_size(dt), aes = hvd_dtype_size(acc_dt);
-    const uint8_t *src = sendbuf;
-    uint8_t *out = recvbuf, *acc = recvbuf;
+    uint8_t *out = recvbuf;
     int rc = 0;
 
     if (es == 0 || (int)op < HVD_SUM || op > HVD_PRODUCT)
@@ -297,14 +295,38 @@ int hvd__ring_allreduce(struct hvd_ring *r, const void *sendbuf, void *recvbuf,
         }
         return 0;
     }
-    if (count * aes <= RING_SMALL)
-        return gather_reduce(r, sendbuf, recvbuf, count, dt, op, err, errlen);
+    if (hvd__ring_is_small(count, dt))
+        return hvd__ring_gather_reduce(r, sendbuf, recvbuf, count, dt, op, err,
+                                       errlen);
+    size_t *bounds = malloc(((size_t)n + 1) * sizeof(*bounds));
+    if (bounds == NULL)
+        return HVD_ENOMEM;
+    for (int i = 0; i <= n; i++)
+        bounds[i] = hvd__ring_seg_first(count, n, i);
+    rc = hvd__ring_reduce_segs(r, sendbuf, recvbuf, count, dt, op, bounds, err,
+                               errlen);
+    free(bounds);
+    return rc;
+}
+
+int hvd__ring_reduce_segs(struct hvd_ring *r, const void *sendbuf,
+                          void *recvbuf, size_t count, hvd_dtype dt, hvd_op op,
+                          const size_t *bounds, char *err, size_t errlen)
+{
+    int n = r->size, rank = r->rank;
+    hvd_dtype acc_dt = hvd__acc_dtype(dt);
+    size_t es = hvd_dtype_size(dt), aes = hvd_dtype_size(acc_dt);
+    const uint8_t *src = sendbuf;
+    uint8_t *out = recvbuf, *acc = recvbuf;
+    int rc = 0;
+
     if (acc_dt != dt) {
         if (grow(&r->acc, &r->acc_cap, count * aes))
             return HVD_ENOMEM;
         acc = r->acc;
     }
-
+#define SEG_FIRST(i) bounds[i]
+#define SEG_COUNT(i) (bounds[(i) + 1] - bounds[i])
     int steps = 2 * (n - 1);
     struct step *send = calloc((size_t)steps, sizeof(*send));
     struct step *recv = calloc((size_t)steps, sizeof(*recv));
@@ -316,21 +338,21 @@ int hvd__ring_allreduce(struct hvd_ring *r, const void *sendbuf, void *recvbuf,
     for (int s = 0; s < n - 1; s++) {
         /* Reduce-scatter: pass segment rank-s on, fold in rank-s-1. */
         int ss = ((rank - s) % n + n) % n, rs = ((rank - s - 1) % n + n) % n;
-        send[s] = (struct step){acc + seg_first(count, n, ss) * aes, aes,
-                                seg_count(count, n, ss), s - 1, 0};
-        recv[s] = (struct step){NULL, aes, seg_count(count, n, rs), -1, 0};
-        first[s] = seg_first(count, n, rs);
+        send[s] = (struct step){acc + SEG_FIRST(ss) * aes, aes, SEG_COUNT(ss),
+                                s - 1, 0};
+        recv[s] = (struct step){NULL, aes, SEG_COUNT(rs), -1, 0};
+        first[s] = SEG_FIRST(rs);
         /* Allgather: pass finished segment rank+1-s on, store rank-s. */
         int as = ((rank + 1 - s) % n + n) % n, ar = ((rank - s) % n + n) % n;
         int g = n - 1 + s;
-        send[g] = (struct step){out + seg_first(count, n, as) * es, es,
-                                seg_count(count, n, as), g - 1, 0};
-        recv[g] = (struct step){out + seg_first(count, n, ar) * es, es,
-                                seg_count(count, n, ar), -1, 1};
+        send[g] = (struct step){out + SEG_FIRST(as) * es, es, SEG_COUNT(as),
+                                g - 1, 0};
+        recv[g] =
+            (struct step){out + SEG_FIRST(ar) * es, es, SEG_COUNT(ar), -1, 1};
     }
     /* The first send is this rank's own segment, straight from the input
      * (widened first for half types). */
-    size_t f0 = seg_first(count, n, rank), c0 = seg_count(count, n, rank);
+    size_t f0 = SEG_FIRST(rank), c0 = SEG_COUNT(rank);
     if (acc_dt != dt)
         hvd__widen(acc + f0 * aes, src + f0 * es, c0, dt);
     else
@@ -339,6 +361,8 @@ int hvd__ring_allreduce(struct hvd_ring *r, const void *sendbuf, void *recvbuf,
                          dt, acc_dt, op,  acc != src, first};
     struct sched sc = {send, steps, recv, steps, ar_process, &ctx};
     rc = run(r, &sc, err, errlen);
+#undef SEG_FIRST
+#undef SEG_COUNT
 out:
     free(send);
     free(recv);

@@ -41,6 +41,23 @@ void hvd__ring_close(struct hvd_ring *r);
 int hvd__ring_allreduce(struct hvd_ring *r, const void *sendbuf, void *recvbuf,
                         size_t count, hvd_dtype dt, hvd_op op, char *err,
                         size_t errlen);
+/* The same, with segment i of the reduce-scatter being elements
+ * bounds[i] .. bounds[i+1]-1 (size+1 entries): a fused buffer keeps each
+ * tensor's elements in the segments they would have alone, so fusion does
+ * not change a single bit. */
+int hvd__ring_reduce_segs(struct hvd_ring *r, const void *sendbuf,
+                          void *recvbuf, size_t count, hvd_dtype dt, hvd_op op,
+                          const size_t *bounds, char *err, size_t errlen);
+/* The small-tensor path: every input goes around whole and each rank folds
+ * them in rank order. */
+int hvd__ring_gather_reduce(struct hvd_ring *r, const void *sendbuf,
+                            void *recvbuf, size_t count, hvd_dtype dt,
+                            hvd_op op, char *err, size_t errlen);
+/* Whether hvd__ring_allreduce takes the small-tensor path. */
+int hvd__ring_is_small(size_t count, hvd_dtype dt);
+/* First element of segment i when count is split into size parts. */
+size_t hvd__ring_seg_first(size_t count, int size, int i);
+
 int hvd__ring_broadcast(struct hvd_ring *r, void *buf, size_t bytes, int root,
                         char *err, size_t errlen);
 /* recvbuf holds the sum of bytes[]; rank r's block goes at the sum of

@@ -123,6 +123,44 @@ static void test_mismatches(void)
     check(ok, "an allreduce after the mismatches");
 }
 
+/* Random floats in tensors of mixed sizes, submitted together so that
+ * they fuse: the hash of the results is printed so that a run with fusion
+ * and one without can be compared bit for bit. */
+static void test_fusion_hash(void)
+{
+    enum { N = 12 };
+    static const size_t sizes[N] = {1,    7,      1000, 300000, 3,    65536,
+                                    5000, 250000, 17,   9000,   4096, 123457};
+    float *bufs[N];
+    hvd_handle h[N];
+    char name[32];
+    uint64_t x = 0x9E3779B97F4A7C15ull ^ (uint64_t)rank,
+             hash = 1469598103934665603ull;
+
+    for (int i = 0; i < N; i++) {
+        bufs[i] = malloc(sizes[i] * sizeof(float));
+        for (size_t e = 0; e < sizes[i]; e++) {
+            x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+            bufs[i][e] = (float)(x % 1000003) / 977.0f - 500.0f;
+        }
+    }
+    for (int i = 0; i < N; i++) {
+        snprintf(name, sizeof(name), "fuse.%d", i);
+        check(hvd_allreduce_async(bufs[i], bufs[i], sizes[i], HVD_FLOAT32,
+                                  HVD_AVERAGE, name, &h[i]) == 0,
+              "fusion submit");
+    }
+    for (int i = 0; i < N; i++) {
+        check(hvd_wait(h[i]) == 0, "fused allreduce");
+        const uint8_t *p = (const uint8_t *)bufs[i];
+        for (size_t b = 0; b < sizes[i] * sizeof(float); b++)
+            hash = (hash ^ p[b]) * 1099511628211ull;
+        free(bufs[i]);
+    }
+    printf("negcheck: rank %d: fusion hash %016llx\n", rank,
+           (unsigned long long)hash);
+}
+
 int main(void)
 {
     if (hvd_init() != 0) {
@@ -133,6 +171,7 @@ int main(void)
     size = hvd_size();
     test_orders();
     test_grouped();
+    test_fusion_hash();
     if (size > 1)
         test_mismatches();
     check(hvd_barrier() == 0, "barrier");

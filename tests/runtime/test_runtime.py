@@ -83,6 +83,17 @@ class RuntimeTest(unittest.TestCase):
                     self.assertEqual(len(re.findall(want, p.stdout)), np,
                                      p.stdout)
 
+    def test_fusion_changes_no_bit(self):
+        hashes = {}
+        for threshold in ("0", "134217728", "65536"):
+            env = dict(os.environ, HOROVOD_FUSION_THRESHOLD=threshold)
+            p, _ = run([HR, "-np", "3", NEG], env=env)
+            self.assertEqual(p.returncode, 0, p.stdout + p.stderr)
+            got = set(re.findall(r"fusion hash ([0-9a-f]{16})", p.stdout))
+            self.assertEqual(len(got), 1, "ranks disagree: %s" % p.stdout)
+            hashes[threshold] = got.pop()
+        self.assertEqual(len(set(hashes.values())), 1, hashes)
+
     def test_64_mib(self):
         p, _ = run([HR, "-np", "3", CHECK, "--big"])
         self.assertEqual(p.returncode, 0, p.stdout + p.stderr)

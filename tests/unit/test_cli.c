@@ -114,6 +114,10 @@ Test(cli, errors)
         {{"-np", NULL}, "option '-np/--num-proc' needs an argument"},
         {{"-np", "1", "--kill-grace", "0", "x", NULL},
          "--kill-grace must be a positive number of seconds, got '0'"},
+        {{"-np", "1", "--fusion-threshold-mb", "-1", "x", NULL},
+         "--fusion-threshold-mb must be a number of at least 0, got '-1'"},
+        {{"-np", "1", "--ssh-port", "70000", "x", NULL},
+         "--ssh-port must be a TCP port (1-65535), got '70000'"},
     };
     unsetenv("HOROVOD_START_TIMEOUT");
     for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
