@@ -129,6 +129,27 @@ static int opt_cycle(struct hr_opts *o, const char *arg, char *err, size_t n)
     return check_number("--cycle-time-ms", arg, err, n);
 }
 
+static int opt_stall_warn(struct hr_opts *o, const char *arg, char *err,
+                          size_t n)
+{
+    o->stall_warn_s = arg;
+    return check_number("--stall-check-warning-time-seconds", arg, err, n);
+}
+
+static int opt_stall_shutdown(struct hr_opts *o, const char *arg, char *err,
+                              size_t n)
+{
+    o->stall_shutdown_s = arg;
+    return check_number("--stall-check-shutdown-time-seconds", arg, err, n);
+}
+
+static int opt_no_stall(struct hr_opts *o, const char *arg, char *err, size_t n)
+{
+    (void)arg, (void)err, (void)n;
+    o->no_stall_check = 1;
+    return 0;
+}
+
 static int opt_accept_new(struct hr_opts *o, const char *arg, char *err,
                           size_t n)
 {
@@ -190,6 +211,14 @@ const struct hr_option hr_options[] = {
      "least time between negotiation cycles (default 1); sets "
      "HOROVOD_CYCLE_TIME",
      opt_cycle},
+    {"stall-check-warning-time-seconds", NULL, 0, "SEC",
+     "warn when ranks wait this long for others' tensors (default 60)",
+     opt_stall_warn},
+    {"stall-check-shutdown-time-seconds", NULL, 0, "SEC",
+     "fail such tensors after this long (default 0: never)",
+     opt_stall_shutdown},
+    {"no-stall-check", NULL, 0, NULL, "turn the stall inspector off",
+     opt_no_stall},
     {"verbose", NULL, 0, NULL, "print what horovodrun does", opt_verbose},
     {"version", NULL, 'v', NULL, "print the version and exit", NULL},
     {"help", NULL, 'h', NULL, "print this help and exit", NULL},

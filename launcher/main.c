@@ -37,6 +37,12 @@ int main(int argc, char **argv)
     }
     if (o.cycle_time_ms)
         setenv("HOROVOD_CYCLE_TIME", o.cycle_time_ms, 1);
+    if (o.stall_warn_s)
+        setenv("HOROVOD_STALL_CHECK_TIME_SECONDS", o.stall_warn_s, 1);
+    if (o.stall_shutdown_s)
+        setenv("HOROVOD_STALL_SHUTDOWN_TIME_SECONDS", o.stall_shutdown_s, 1);
+    if (o.no_stall_check)
+        setenv("HOROVOD_STALL_CHECK_DISABLE", "1", 1);
 
     if (o.hosts)
         rc = hvd_hostlist_parse_spec(&hl, o.hosts, err, sizeof(err));

@@ -89,6 +89,13 @@ struct hvd_ctx {
     _Atomic unsigned long long noname; /* names of unnamed calls */
     double cycle_ms;         /* least time between cycles this rank starts */
     size_t fusion_threshold; /* bytes; 0 disables fusion */
+    /* Stall inspector (rank 0): warn after stall_warn_s, give up after
+     * stall_shutdown_s (0: never). */
+    int stall_off;
+    double stall_warn_s, stall_shutdown_s;
+    int64_t stall_next_us, stall_warned_us;
+    char **stall_names; /* to give up on in the next cycle */
+    size_t nstall;
     uint8_t *fuse_buf;
     size_t fuse_cap;
     int64_t last_cycle_us;

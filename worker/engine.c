@@ -264,6 +264,88 @@ static void respond(struct hvd_ctx *c, struct hvd_resp *resp, size_t n)
     free(group);
 }
 
+struct stall_scan {
+    struct hvd_ctx *c;
+    char **byrank; /* names each missing rank holds up, for the warning */
+    int *nbyrank;
+    int shutdown; /* collecting names to give up on */
+};
+
+/* The warning lists, for every missing rank, up to 6 names. */
+static void note_stall(void *vctx, const char *name, const uint8_t *seen)
+{
+    struct stall_scan *s = vctx;
+    struct hvd_ctx *c = s->c;
+    if (s->shutdown) {
+        char **n = realloc(c->stall_names, (c->nstall + 1) * sizeof(*n));
+        if (n && (n[c->nstall] = strdup(name)) != NULL)
+            c->nstall++;
+        if (n)
+            c->stall_names = n;
+        return;
+    }
+    for (int r = 0; r < c->size; r++) {
+        if (seen[r] || s->nbyrank[r]++ >= 6)
+            continue;
+        size_t len = strlen(s->byrank[r]);
+        snprintf(s->byrank[r] + len, 256 - len, "%s%s", len ? ", " : "", name);
+    }
+}
+
+/*
+ * Rank 0 looks for names that some ranks submitted and others have not:
+ * it warns (once per warning period) naming the missing ranks and what
+ * they hold up, and after the shutdown time makes every rank give up on
+ * them, so that a job ends instead of hanging.
+ */
+static void stall_check(struct hvd_ctx *c)
+{
+    int64_t now = hvd__now_us();
+    if (c->rank != 0 || c->stall_off || c->neg.used == 0 ||
+        now < c->stall_next_us)
+        return;
+    c->stall_next_us = now + 1000000;
+    struct stall_scan s = {c, calloc((size_t)c->size, sizeof(char *)),
+                           calloc((size_t)c->size, sizeof(int)), 0};
+    char *line = malloc(8192);
+    if (s.byrank == NULL || s.nbyrank == NULL || line == NULL)
+        goto out;
+    for (int r = 0; r < c->size; r++)
+        if ((s.byrank[r] = calloc(1, 256)) == NULL)
+            goto out;
+    if (now - c->stall_warned_us >= (int64_t)(c->stall_warn_s * 1e6)) {
+        hvd__neg_each_waiting(&c->neg, now - (int64_t)(c->stall_warn_s * 1e6),
+                              note_stall, &s);
+        int n = 0;
+        for (int r = 0; r < c->size && n < 8000; r++)
+            if (s.nbyrank[r])
+                n += snprintf(line + n, 8192 - (size_t)n, " rank %d: [%s%s]", r,
+                              s.byrank[r], s.nbyrank[r] > 6 ? ", ..." : "");
+        if (n > 0) {
+            /* The one place libhvd prints: a stalled job has nobody else
+             * to say why it waits. */
+            fprintf(stderr,
+                    "hvd: warning: stall: for more than %g s some ranks "
+                    "have submitted tensors that these ranks have not:%s "
+                    "(HOROVOD_STALL_CHECK_TIME_SECONDS)\n",
+                    c->stall_warn_s, line);
+            c->stall_warned_us = now;
+        }
+    }
+    if (c->stall_shutdown_s > 0) {
+        s.shutdown = 1;
+        hvd__neg_each_waiting(&c->neg,
+                              now - (int64_t)(c->stall_shutdown_s * 1e6),
+                              note_stall, &s);
+    }
+out:
+    for (int r = 0; s.byrank && r < c->size; r++)
+        free(s.byrank[r]);
+    free(s.byrank);
+    free(s.nbyrank);
+    free(line);
+}
+
 /*
  * One negotiation cycle: every rank's new requests go to every rank (a
  * ring allgather, so each rank plays the coordinator's part on identical
@@ -272,7 +354,7 @@ static void respond(struct hvd_ctx *c, struct hvd_resp *resp, size_t n)
  */
 static void cycle(struct hvd_ctx *c)
 {
-    struct hvd_req *mine = calloc(c->nfresh + 1, sizeof(*mine));
+    struct hvd_req *mine = calloc(c->nfresh + c->nstall + 1, sizeof(*mine));
     struct hvd_resp *resp = NULL;
     size_t nresp = 0, *lens = calloc((size_t)c->size, sizeof(*lens));
     uint8_t *enc = NULL, *all = NULL;
@@ -290,7 +372,14 @@ static void cycle(struct hvd_ctx *c)
             (uint8_t)w->kind, (uint8_t)w->dtype, (uint8_t)w->op_kind,
             w->root,          w->count,          w->name};
     }
-    if ((rc = hvd__neg_encode(mine, c->nfresh, &enc, &enclen)))
+    for (size_t i = 0; i < c->nstall; i++)
+        mine[c->nfresh + i] =
+            (struct hvd_req){HVD_REQ_STALL, 0, 0, 0, 0, c->stall_names[i]};
+    rc = hvd__neg_encode(mine, c->nfresh + c->nstall, &enc, &enclen);
+    for (size_t i = 0; i < c->nstall; i++)
+        free(c->stall_names[i]);
+    c->nstall = 0;
+    if (rc)
         goto out;
     c->nfresh = 0;
     rc = hvd__exec_gather(c, enc, enclen, &all, lens, err, sizeof(err));
@@ -301,8 +390,15 @@ static void cycle(struct hvd_ctx *c)
         struct hvd_req *reqs;
         size_t nreqs;
         rc = hvd__neg_decode(all + off, lens[r], &reqs, &nreqs);
-        for (size_t i = 0; i < nreqs && rc == 0; i++)
-            rc = hvd__neg_add(&c->neg, r, &reqs[i], &resp, &nresp);
+        for (size_t i = 0; i < nreqs && rc == 0; i++) {
+            if (reqs[i].kind == HVD_REQ_STALL)
+                rc = r != 0 ? 0
+                            : hvd__neg_fail_stalled(&c->neg, reqs[i].name,
+                                                    c->stall_shutdown_s, &resp,
+                                                    &nresp);
+            else
+                rc = hvd__neg_add(&c->neg, r, &reqs[i], &resp, &nresp);
+        }
         hvd__neg_free_reqs(reqs, nreqs);
         off += lens[r];
     }
@@ -383,7 +479,9 @@ static void *thread_main(void *arg)
         /* A job of one has nobody to batch with. */
         int64_t due =
             c->size == 1 ? 0 : c->last_cycle_us + (int64_t)(c->cycle_ms * 1000);
-        if ((c->nfresh > 0 && now >= due) || (!c->failed && peer_started(c))) {
+        stall_check(c);
+        if ((c->nfresh > 0 && now >= due) || c->nstall > 0 ||
+            (!c->failed && peer_started(c))) {
             cycle(c);
             continue;
         }
@@ -404,6 +502,10 @@ static void *thread_main(void *arg)
         int timeout = -1;
         if (c->nfresh > 0)
             timeout = due > now ? (int)((due - now + 999) / 1000) : 0;
+        /* Rank 0 looks for stalls every second while names wait. */
+        if (c->rank == 0 && !c->stall_off && c->neg.used > 0 &&
+            (timeout < 0 || timeout > 1000))
+            timeout = 1000;
         struct pollfd p[3] = {
             {.fd = c->wake_fd, .events = POLLIN},
             {.fd = c->rdv_fd, .events = POLLIN},
@@ -435,6 +537,12 @@ int hvd__engine_start(struct hvd_ctx *c)
         return HVD_ENOMEM;
     const char *ft = getenv("HOROVOD_FUSION_THRESHOLD");
     c->fusion_threshold = ft ? (size_t)strtoull(ft, NULL, 10) : 128u << 20;
+    const char *sw = getenv("HOROVOD_STALL_CHECK_TIME_SECONDS");
+    const char *ss = getenv("HOROVOD_STALL_SHUTDOWN_TIME_SECONDS");
+    const char *sd = getenv("HOROVOD_STALL_CHECK_DISABLE");
+    c->stall_warn_s = sw && atof(sw) > 0 ? atof(sw) : 60;
+    c->stall_shutdown_s = ss && atof(ss) > 0 ? atof(ss) : 0;
+    c->stall_off = sd && atoi(sd) != 0;
     const char *ct = getenv("HOROVOD_CYCLE_TIME");
     c->cycle_ms = ct ? atof(ct) : 1.0;
     if (c->cycle_ms < 0)
@@ -504,6 +612,9 @@ void hvd__engine_stop(struct hvd_ctx *c)
     free(c->pend);
     free(c->fresh);
     free(c->fuse_buf);
+    for (size_t i = 0; i < c->nstall; i++)
+        free(c->stall_names[i]);
+    free(c->stall_names);
     c->pend = NULL;
     c->fresh = NULL;
     c->fuse_buf = NULL;

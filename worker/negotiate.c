@@ -5,12 +5,21 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "common/wire.h"
+
+static int64_t now_us(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
+}
 
 struct hvd_neg_entry {
     struct hvd_req first; /* the first request, from first_rank */
     int first_rank;
+    int64_t since_us; /* when this rank first heard of the name */
     int nseen;
     int error;
     char msg[256];
@@ -171,6 +180,7 @@ int hvd__neg_add(struct hvd_neg *t, int rank, const struct hvd_req *req,
         e->first = *req;
         e->first.name = name;
         e->first_rank = rank;
+        e->since_us = now_us();
         *pp = e;
         t->used++;
     } else if (e->seen[rank]) {
@@ -189,6 +199,43 @@ int hvd__neg_add(struct hvd_neg *t, int rank, const struct hvd_req *req,
     if (++e->nseen < t->size)
         return t->used > t->nslots ? grow(t) : 0;
     /* Everyone asked: unlink and answer. */
+    *pp = e->next;
+    t->used--;
+    return respond(e, out, nout);
+}
+
+void hvd__neg_each_waiting(struct hvd_neg *t, int64_t before_us,
+                           void (*fn)(void *ctx, const char *name,
+                                      const uint8_t *seen),
+                           void *ctx)
+{
+    for (size_t i = 0; i < t->nslots; i++)
+        for (struct hvd_neg_entry *e = t->slots[i]; e; e = e->next)
+            if (e->since_us < before_us)
+                fn(ctx, e->first.name, e->seen);
+}
+
+int hvd__neg_fail_stalled(struct hvd_neg *t, const char *name, double secs,
+                          struct hvd_resp **out, size_t *nout)
+{
+    struct hvd_neg_entry **pp = &t->slots[hash(name) % t->nslots];
+    while (*pp && strcmp((*pp)->first.name, name) != 0)
+        pp = &(*pp)->next;
+    struct hvd_neg_entry *e = *pp;
+    if (e == NULL)
+        return 0;
+    int n = snprintf(e->msg, sizeof(e->msg), "stalled: rank");
+    int missing = 0;
+    for (int r = 0; r < t->size && n < (int)sizeof(e->msg); r++)
+        if (!e->seen[r])
+            n += snprintf(e->msg + n, sizeof(e->msg) - (size_t)n, "%s %d",
+                          missing++ ? "," : "", r);
+    if (n < (int)sizeof(e->msg))
+        snprintf(e->msg + n, sizeof(e->msg) - (size_t)n,
+                 " did not submit tensor '%s' within %g s "
+                 "(HOROVOD_STALL_SHUTDOWN_TIME_SECONDS)",
+                 name, secs);
+    e->error = HVD_ETIMEDOUT;
     *pp = e->next;
     t->used--;
     return respond(e, out, nout);

@@ -12,7 +12,8 @@ enum hvd_req_kind {
     HVD_REQ_ALLREDUCE = 0,
     HVD_REQ_BROADCAST = 1,
     HVD_REQ_ALLGATHER = 2,
-    HVD_REQ_BARRIER = 3
+    HVD_REQ_BARRIER = 3,
+    HVD_REQ_STALL = 4 /* from rank 0 only: give up on this name */
 };
 
 /* What a rank asks for under a name. */
@@ -52,6 +53,17 @@ void hvd__neg_close(struct hvd_neg *t);
  */
 int hvd__neg_add(struct hvd_neg *t, int rank, const struct hvd_req *req,
                  struct hvd_resp **out, size_t *nout);
+
+/* Calls fn for every name that some ranks asked for before before_us
+ * (monotonic microseconds) and others have not yet; seen[r] says who. */
+void hvd__neg_each_waiting(struct hvd_neg *t, int64_t before_us,
+                           void (*fn)(void *ctx, const char *name,
+                                      const uint8_t *seen),
+                           void *ctx);
+/* Answers a waiting name at once with a stall error that names the ranks
+ * missing; nothing happens if the name is not waiting. */
+int hvd__neg_fail_stalled(struct hvd_neg *t, const char *name, double secs,
+                          struct hvd_resp **out, size_t *nout);
 
 /* Request lists on the wire: u32 n, then per request u8 kind, u8 dtype,
  * u8 op, i32 root, u64 count (two u32), str name. */

@@ -11,6 +11,7 @@ import unittest
 HR = os.environ["HVD_HOROVODRUN"]
 CHECK = os.environ["HVD_COLLCHECK"]
 NEG = os.environ["HVD_NEGCHECK"]
+STALL = os.environ["HVD_STALLCHECK"]
 
 # A client that connects to the rendezvous server with a wrong secret.
 BOGUS = r'''
@@ -93,6 +94,29 @@ class RuntimeTest(unittest.TestCase):
             self.assertEqual(len(got), 1, "ranks disagree: %s" % p.stdout)
             hashes[threshold] = got.pop()
         self.assertEqual(len(set(hashes.values())), 1, hashes)
+
+    def test_stalled_rank_is_named_and_can_end_the_wait(self):
+        p, took = run([HR, "-np", "3", "--stall-check-warning-time-seconds",
+                       "1", "--stall-check-shutdown-time-seconds", "3",
+                       STALL], timeout=60)
+        self.assertEqual(p.returncode, 0, p.stdout + p.stderr)
+        self.assertRegex(p.stderr, r"\[0,0\]<stderr>:hvd: warning: stall: .*"
+                         r"rank 1: \[stuck\.[ab], stuck\.[ab]\]")
+        for r in (0, 2):
+            self.assertIn("rank %d: stuck.a: HVD_ETIMEDOUT: allreduce "
+                          "'stuck.a': stalled: rank 1 did not submit tensor "
+                          "'stuck.a' within 3 s" % r, p.stdout)
+        for r in range(3):
+            self.assertIn("stallcheck: rank %d: ok" % r, p.stdout)
+        # A rank that is only late: the warning, then success; with the
+        # inspector off, not even the warning.
+        for off in (False, True):
+            args = ["--no-stall-check"] if off else []
+            p, _ = run([HR, "-np", "2", "--stall-check-warning-time-seconds",
+                        "1"] + args + [STALL, "late"], timeout=60)
+            self.assertEqual(p.returncode, 0, p.stdout + p.stderr)
+            self.assertEqual("hvd: warning: stall" in p.stderr, not off,
+                             p.stderr)
 
     def test_64_mib(self):
         p, _ = run([HR, "-np", "3", CHECK, "--big"])
