@@ -247,6 +247,9 @@ int hvd__ring_gather_reduce(struct hvd_ring *r, const void *sendbuf,
                             void *recvbuf, size_t count, hvd_dtype dt,
                             hvd_op op, char *err, size_t errlen)
 {
+    if (r->size == 1)
+        return hvd__ring_allreduce(r, sendbuf, recvbuf, count, dt, op, err,
+                                   errlen);
     hvd_dtype acc_dt = hvd__acc_dtype(dt);
     size_t block = count * hvd_dtype_size(acc_dt);
     size_t *bytes = malloc((size_t)r->size * sizeof(*bytes));
@@ -313,6 +316,9 @@ int hvd__ring_reduce_segs(struct hvd_ring *r, const void *sendbuf,
                           void *recvbuf, size_t count, hvd_dtype dt, hvd_op op,
                           const size_t *bounds, char *err, size_t errlen)
 {
+    if (r->size == 1)
+        return hvd__ring_allreduce(r, sendbuf, recvbuf, count, dt, op, err,
+                                   errlen);
     int n = r->size, rank = r->rank;
     hvd_dtype acc_dt = hvd__acc_dtype(dt);
     size_t es = hvd_dtype_size(dt), aes = hvd_dtype_size(acc_dt);
