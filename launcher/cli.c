@@ -100,6 +100,7 @@ STORE(opt_identity, identity_file)
 STORE(opt_agent_path, agent_path)
 STORE(opt_network_interface, network_interface)
 STORE(opt_rendezvous_addr, rendezvous_addr)
+STORE(opt_timeline, timeline)
 #undef STORE
 
 /* A non-negative decimal number for a tuning variable of the ranks. */
@@ -147,6 +148,14 @@ static int opt_no_stall(struct hr_opts *o, const char *arg, char *err, size_t n)
 {
     (void)arg, (void)err, (void)n;
     o->no_stall_check = 1;
+    return 0;
+}
+
+static int opt_mark_cycles(struct hr_opts *o, const char *arg, char *err,
+                           size_t n)
+{
+    (void)arg, (void)err, (void)n;
+    o->timeline_mark_cycles = 1;
     return 0;
 }
 
@@ -219,6 +228,11 @@ const struct hr_option hr_options[] = {
      opt_stall_shutdown},
     {"no-stall-check", NULL, 0, NULL, "turn the stall inspector off",
      opt_no_stall},
+    {"timeline-filename", NULL, 0, "FILE",
+     "rank 0 writes a Chrome trace of every tensor's phases to FILE",
+     opt_timeline},
+    {"timeline-mark-cycles", NULL, 0, NULL,
+     "mark negotiation cycles in the timeline", opt_mark_cycles},
     {"verbose", NULL, 0, NULL, "print what horovodrun does", opt_verbose},
     {"version", NULL, 'v', NULL, "print the version and exit", NULL},
     {"help", NULL, 'h', NULL, "print this help and exit", NULL},

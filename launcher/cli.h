@@ -25,6 +25,8 @@ struct hr_opts {
     const char *stall_warn_s;
     const char *stall_shutdown_s;
     int no_stall_check;
+    const char *timeline;
+    int timeline_mark_cycles;
     char **cmd; /* the command and its arguments, NULL-terminated */
     int cmdc;
 };

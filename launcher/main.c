@@ -43,6 +43,10 @@ int main(int argc, char **argv)
         setenv("HOROVOD_STALL_SHUTDOWN_TIME_SECONDS", o.stall_shutdown_s, 1);
     if (o.no_stall_check)
         setenv("HOROVOD_STALL_CHECK_DISABLE", "1", 1);
+    if (o.timeline)
+        setenv("HOROVOD_TIMELINE", o.timeline, 1);
+    if (o.timeline_mark_cycles)
+        setenv("HOROVOD_TIMELINE_MARK_CYCLES", "1", 1);
 
     if (o.hosts)
         rc = hvd_hostlist_parse_spec(&hl, o.hosts, err, sizeof(err));

@@ -54,7 +54,7 @@ HVD_EXPORT int hvd_init(void)
         rc = fail(HVD_ENOMEM, "out of memory");
         goto out;
     }
-    c->rdv_fd = c->wake_fd = -1;
+    c->rdv_fd = c->wake_fd = c->tl.fd = -1;
     if (getenv(HVD_ENV_RANK) == NULL) {
         /* Not started by horovodrun: a job of one, as in Horovod. */
         c->standalone = 1;
@@ -64,7 +64,11 @@ HVD_EXPORT int hvd_init(void)
                (rc = hvd__engine_start(c)) != 0) {
         char msg[HVD_ERRMSG + 64];
         snprintf(msg, sizeof(msg), "hvd_init on rank %d: %s", c->rank,
-                 err[0] ? err : hvd_strerror(rc));
+                 err[0] ? err
+                 : rc == HVD_ESYS
+                     ? "cannot start the background thread or open the "
+                       "HOROVOD_TIMELINE file"
+                     : hvd_strerror(rc));
         fail(rc, msg);
         ctx_free(c);
         goto out;

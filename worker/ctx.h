@@ -12,6 +12,7 @@
 #include "common/secret.h"
 #include "include/hvd.h"
 #include "negotiate.h"
+#include "timeline.h"
 #include "ring.h"
 
 #define HVD_ERRMSG 512
@@ -42,7 +43,8 @@ struct hvd_work {
     size_t *counts;  /* allgather counts */
     char name[HVD_NAME_MAX];
     char err[HVD_ERRMSG];
-    struct hvd_work *pend_next; /* chain in the pending table */
+    int64_t submit_us, announce_us; /* for the timeline */
+    struct hvd_work *pend_next;     /* chain in the pending table */
 };
 
 /* What hvd_*_async returns: parts that complete together. */
@@ -89,6 +91,7 @@ struct hvd_ctx {
     _Atomic unsigned long long noname; /* names of unnamed calls */
     double cycle_ms;         /* least time between cycles this rank starts */
     size_t fusion_threshold; /* bytes; 0 disables fusion */
+    struct hvd_timeline tl;  /* rank 0 only */
     /* Stall inspector (rank 0): warn after stall_warn_s, give up after
      * stall_shutdown_s (0: never). */
     int stall_off;

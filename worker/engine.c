@@ -197,6 +197,7 @@ static void admit(struct hvd_ctx *c, struct hvd_work *w)
         c->fresh = f;
         c->fresh_cap = cap;
     }
+    w->submit_us = hvd__now_us();
     size_t s = slot_of(c, w->name);
     w->pend_next = c->pend[s];
     c->pend[s] = w;
@@ -221,6 +222,28 @@ static int fusable(const struct hvd_ctx *c, const struct hvd_work *w,
            q->kind == HVD_REQ_ALLREDUCE && q->dtype == w->dtype &&
            q->op == w->op_kind &&
            bytes + q->count * hvd_dtype_size(w->dtype) <= c->fusion_threshold;
+}
+
+/* The timeline's phases of one tensor: waiting for its cycle, waiting for
+ * the other ranks, and the collective (fused with n-1 others). */
+static void trace(struct hvd_ctx *c, const struct hvd_work *w, int64_t start,
+                  int n)
+{
+    static const char *ops[] = {"ALLREDUCE", "BROADCAST", "ALLGATHER",
+                                "BARRIER"};
+    char args[160];
+    if (c->tl.fd < 0)
+        return;
+    int64_t end = hvd__now_us();
+    hvd__timeline_phase(&c->tl, w->name, "QUEUE", w->submit_us,
+                        w->announce_us - w->submit_us, NULL);
+    hvd__timeline_phase(&c->tl, w->name, "NEGOTIATE", w->announce_us,
+                        start - w->announce_us, NULL);
+    snprintf(args, sizeof(args),
+             "\"dtype\": %d, \"count\": %zu, \"fused_with\": %d", (int)w->dtype,
+             w->count, n > 1 ? n - 1 : 0);
+    hvd__timeline_phase(&c->tl, w->name, ops[w->kind], start, end - start,
+                        args);
 }
 
 /* Runs the operations every rank asked for, in the agreed order; runs of
@@ -251,6 +274,7 @@ static void respond(struct hvd_ctx *c, struct hvd_resp *resp, size_t n)
             bytes += x->count * hvd_dtype_size(x->dtype);
         }
         char err[HVD_ERRMSG] = "";
+        int64_t t0 = hvd__now_us();
         int rc = c->failed ? c->fail_rc
                  : ng > 1 ? hvd__fused_allreduce(c, group, ng, err, sizeof(err))
                           : hvd__exec(c, w);
@@ -258,8 +282,10 @@ static void respond(struct hvd_ctx *c, struct hvd_resp *resp, size_t n)
             snprintf(err, sizeof(err), "%s", w->err);
         if (rc == HVD_EPEER || rc == HVD_ESYS)
             rc = ring_failed(c, rc, err);
-        for (int k = 0; k < (ng ? ng : 1); k++)
+        for (int k = 0; k < (ng ? ng : 1); k++) {
+            trace(c, ng ? group[k] : w, t0, ng);
             complete(c, ng ? group[k] : w, rc, c->failed ? c->fail_msg : err);
+        }
     }
     free(group);
 }
@@ -364,10 +390,12 @@ static void cycle(struct hvd_ctx *c)
 
     c->last_cycle_us = hvd__now_us();
     c->ring.abort_deadline = 0;
+    hvd__timeline_cycle(&c->tl, c->last_cycle_us);
     if (mine == NULL || lens == NULL)
         goto out;
     for (size_t i = 0; i < c->nfresh; i++) {
         struct hvd_work *w = c->fresh[i];
+        w->announce_us = c->last_cycle_us;
         mine[i] = (struct hvd_req){
             (uint8_t)w->kind, (uint8_t)w->dtype, (uint8_t)w->op_kind,
             w->root,          w->count,          w->name};
@@ -543,6 +571,11 @@ int hvd__engine_start(struct hvd_ctx *c)
     c->stall_warn_s = sw && atof(sw) > 0 ? atof(sw) : 60;
     c->stall_shutdown_s = ss && atof(ss) > 0 ? atof(ss) : 0;
     c->stall_off = sd && atoi(sd) != 0;
+    const char *tl = getenv("HOROVOD_TIMELINE");
+    const char *mc = getenv("HOROVOD_TIMELINE_MARK_CYCLES");
+    if (hvd__timeline_open(&c->tl, c->rank == 0 ? tl : NULL,
+                           mc && atoi(mc) != 0) != 0)
+        return HVD_ESYS;
     const char *ct = getenv("HOROVOD_CYCLE_TIME");
     c->cycle_ms = ct ? atof(ct) : 1.0;
     if (c->cycle_ms < 0)
@@ -609,6 +642,7 @@ void hvd__engine_stop(struct hvd_ctx *c)
         close(c->wake_fd);
     c->wake_fd = -1;
     hvd__neg_close(&c->neg);
+    hvd__timeline_close(&c->tl);
     free(c->pend);
     free(c->fresh);
     free(c->fuse_buf);

@@ -1,8 +1,10 @@
 """Integration tests of libhvd under horovodrun: collectives, failures,
 authentication and start-up timeouts (tests/runtime/collcheck.c)."""
 
+import json
 import os
 import re
+import tempfile
 import subprocess
 import sys
 import time
@@ -117,6 +119,33 @@ class RuntimeTest(unittest.TestCase):
             self.assertEqual(p.returncode, 0, p.stdout + p.stderr)
             self.assertEqual("hvd: warning: stall" in p.stderr, not off,
                              p.stderr)
+
+    def test_timeline(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            path = os.path.join(tmp, "timeline.json")
+            p, _ = run([HR, "-np", "2", "--timeline-filename", path,
+                        "--timeline-mark-cycles", NEG])
+            self.assertEqual(p.returncode, 0, p.stdout + p.stderr)
+            with open(path) as f:
+                events = json.load(f)
+            names = {e["args"]["name"] for e in events if e["ph"] == "M"}
+            self.assertIn("grad.0", names)
+            self.assertIn("fuse.11", names)
+            phases = {e["name"] for e in events if e["ph"] == "X"}
+            self.assertTrue({"QUEUE", "NEGOTIATE", "ALLREDUCE", "BARRIER"}
+                            <= phases, phases)
+            self.assertTrue(any(e["name"] == "CYCLE_START" for e in events))
+            fused = [e for e in events if e["name"] == "ALLREDUCE" and
+                     e["args"]["fused_with"] > 0]
+            self.assertTrue(fused, "no fused allreduce in the timeline")
+            # Rank 0 killed in the middle of its work: the file still
+            # parses.
+            p, _ = run([HR, "-np", "2", "--timeline-filename", path, CHECK,
+                        "--die-rank", "0"], timeout=120)
+            self.assertEqual(p.returncode, 137, p.stdout + p.stderr)
+            with open(path) as f:
+                events = json.load(f)
+            self.assertTrue(any(e.get("cat") == "big" for e in events))
 
     def test_64_mib(self):
         p, _ = run([HR, "-np", "3", CHECK, "--big"])
