@@ -280,6 +280,30 @@ void agent_ranks_stop(struct agent *ag, int now)
     uv_timer_start(&ag->grace, on_grace, ag->job.kill_grace_ms, 0);
 }
 
+/* A dead rank's pipes hold its last output and then EOF, unless
+ * something it started still has them open: read them now, so that ranks
+ * are reported in the order they died. */
+static void drain_now(struct agent_stream *s)
+{
+    int fd;
+    if (!s->open || uv_fileno((uv_handle_t *)&s->pipe, &fd) != 0)
+        return;
+    char *buf = s->owner->ag->readbuf;
+    for (;;) {
+        ssize_t n = read(fd, buf, sizeof(s->owner->ag->readbuf));
+        if (n > 0) {
+            if (hvd_linesplit_feed(&s->split, buf, (size_t)n, on_line, s))
+                break;
+            continue;
+        }
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n == 0)
+            close_stream(s);
+        break;
+    }
+}
+
 void agent_ranks_reap(struct agent *ag)
 {
     int status;
@@ -298,6 +322,8 @@ void agent_ranks_reap(struct agent *ag)
                 r->kind = HVD_EXIT_CODE;
                 r->code = WEXITSTATUS(status);
             }
+            drain_now(&r->out);
+            drain_now(&r->err);
             maybe_done(r);
             break;
         }

@@ -125,8 +125,10 @@ static struct hvd_request *new_op(int nparts)
     if (op == NULL)
         return NULL;
     op->nparts = nparts;
-    for (int i = 0; i < nparts; i++)
+    for (int i = 0; i < nparts; i++) {
         op->parts[i].op = op;
+        op->parts[i].prescale = op->parts[i].postscale = 1;
+    }
     return op;
 }
 
@@ -198,14 +200,29 @@ static int prepare(const char *what, hvd_dtype dtype, const char *name,
     return 0;
 }
 
-HVD_EXPORT int hvd_allreduce_async(const void *sendbuf, void *recvbuf,
-                                   size_t count, hvd_dtype dtype, hvd_op op,
-                                   const char *name, hvd_handle *handle)
+HVD_EXPORT int hvd_allreduce_ex_async(const void *sendbuf, void *recvbuf,
+                                      size_t count, hvd_dtype dtype, hvd_op op,
+                                      const char *name,
+                                      const hvd_allreduce_opts *opts,
+                                      hvd_handle *handle)
 {
     struct hvd_request *o;
+    double pre = opts && opts->prescale != 0 ? opts->prescale : 1;
+    double post = opts && opts->postscale != 0 ? opts->postscale : 1;
+    int comp = opts ? opts->compression : HVD_COMPRESS_NONE;
+    int is_float = dtype == HVD_FLOAT16 || dtype == HVD_BFLOAT16 ||
+                   dtype == HVD_FLOAT32 || dtype == HVD_FLOAT64;
     if ((int)op < HVD_SUM || op > HVD_PRODUCT || handle == NULL ||
         (count > 0 && (sendbuf == NULL || recvbuf == NULL)))
         return fail(HVD_EINVAL, "hvd_allreduce: bad buffer, op or handle");
+    if ((comp != HVD_COMPRESS_NONE &&
+         (comp != HVD_COMPRESS_FP16 || dtype != HVD_FLOAT32)) ||
+        ((pre != 1 || post != 1) &&
+         (!is_float || (op != HVD_SUM && op != HVD_AVERAGE))))
+        return fail(HVD_EINVAL,
+                    "hvd_allreduce: fp16 compression takes float32 "
+                    "tensors, scale factors floating-point tensors summed "
+                    "or averaged");
     int rc = prepare("hvd_allreduce", dtype, name, &o);
     if (rc)
         return rc;
@@ -215,7 +232,18 @@ HVD_EXPORT int hvd_allreduce_async(const void *sendbuf, void *recvbuf,
     w->recvbuf = recvbuf;
     w->count = count;
     w->op_kind = op;
+    w->compress = comp;
+    w->prescale = pre;
+    w->postscale = post;
     return start(o, handle);
+}
+
+HVD_EXPORT int hvd_allreduce_async(const void *sendbuf, void *recvbuf,
+                                   size_t count, hvd_dtype dtype, hvd_op op,
+                                   const char *name, hvd_handle *handle)
+{
+    return hvd_allreduce_ex_async(sendbuf, recvbuf, count, dtype, op, name,
+                                  NULL, handle);
 }
 
 HVD_EXPORT int hvd_broadcast_async(void *buf, size_t count, hvd_dtype dtype,

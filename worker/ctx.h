@@ -44,6 +44,9 @@ struct hvd_work {
     char name[HVD_NAME_MAX];
     char err[HVD_ERRMSG];
     int64_t submit_us, announce_us; /* for the timeline */
+    int compress;                   /* float32 sent as float16 */
+    double prescale;                /* 1: none */
+    double postscale;               /* 1: none */
     struct hvd_work *pend_next;     /* chain in the pending table */
 };
 

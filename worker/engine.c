@@ -216,7 +216,9 @@ static int fusable(const struct hvd_ctx *c, const struct hvd_work *w,
 {
     const struct hvd_req *q = &rj->req;
     size_t es = hvd_dtype_size(w->dtype);
-    return c->fusion_threshold > 0 && rj->error == 0 &&
+    return c->fusion_threshold > 0 && rj->error == 0 && !q->compress &&
+           !w->compress && q->prescale == 1 && q->postscale == 1 &&
+           w->prescale == 1 && w->postscale == 1 &&
            w->count * es <= FUSE_MAX_TENSOR &&
            q->count * es <= FUSE_MAX_TENSOR && w->kind == HVD_OP_ALLREDUCE &&
            q->kind == HVD_REQ_ALLREDUCE && q->dtype == w->dtype &&
@@ -396,13 +398,19 @@ static void cycle(struct hvd_ctx *c)
     for (size_t i = 0; i < c->nfresh; i++) {
         struct hvd_work *w = c->fresh[i];
         w->announce_us = c->last_cycle_us;
-        mine[i] = (struct hvd_req){
-            (uint8_t)w->kind, (uint8_t)w->dtype, (uint8_t)w->op_kind,
-            w->root,          w->count,          w->name};
+        mine[i] = (struct hvd_req){.kind = (uint8_t)w->kind,
+                                   .dtype = (uint8_t)w->dtype,
+                                   .op = (uint8_t)w->op_kind,
+                                   .root = w->root,
+                                   .count = w->count,
+                                   .name = w->name,
+                                   .compress = (uint8_t)w->compress,
+                                   .prescale = w->prescale,
+                                   .postscale = w->postscale};
     }
     for (size_t i = 0; i < c->nstall; i++)
         mine[c->nfresh + i] =
-            (struct hvd_req){HVD_REQ_STALL, 0, 0, 0, 0, c->stall_names[i]};
+            (struct hvd_req){.kind = HVD_REQ_STALL, .name = c->stall_names[i]};
     rc = hvd__neg_encode(mine, c->nfresh + c->nstall, &enc, &enclen);
     for (size_t i = 0; i < c->nstall; i++)
         free(c->stall_names[i]);

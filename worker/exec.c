@@ -4,6 +4,7 @@
 
 #include "common/hvd_err.h"
 #include "ctx.h"
+#include "reduce.h"
 
 static int do_allgather(struct hvd_ctx *c, struct hvd_work *w)
 {
@@ -25,6 +26,44 @@ static int do_allgather(struct hvd_ctx *c, struct hvd_work *w)
     return 0;
 }
 
+/* An allreduce with options: the input scaled (and, compressed, narrowed
+ * to float16) in a copy, reduced, then widened back and scaled. */
+static int allreduce_opts(struct hvd_ctx *c, struct hvd_work *w)
+{
+    hvd_dtype run = w->compress ? HVD_FLOAT16 : w->dtype;
+    size_t n = w->count;
+    uint8_t *tmp = malloc(n * hvd_dtype_size(run) + 1);
+    int rc = HVD_ENOMEM;
+
+    if (tmp == NULL)
+        goto out;
+    if (w->compress) {
+        float *scaled = malloc(n * sizeof(float) + 1);
+        if (scaled == NULL)
+            goto out;
+        memcpy(scaled, w->sendbuf, n * sizeof(float));
+        hvd__scale(scaled, n, HVD_FLOAT32, w->prescale);
+        /* Narrowing is hvd__finish's job (a plain sum over one rank). */
+        hvd__finish(tmp, scaled, n, HVD_FLOAT16, HVD_SUM, 1);
+        free(scaled);
+    } else {
+        memcpy(tmp, w->sendbuf, n * hvd_dtype_size(run));
+        hvd__scale(tmp, n, run, w->prescale);
+    }
+    rc = hvd__ring_allreduce(&c->ring, tmp, tmp, n, run, w->op_kind, w->err,
+                             sizeof(w->err));
+    if (rc)
+        goto out;
+    if (w->compress)
+        hvd__widen(w->recvbuf, tmp, n, HVD_FLOAT16);
+    else
+        memcpy(w->recvbuf, tmp, n * hvd_dtype_size(run));
+    hvd__scale(w->recvbuf, n, w->dtype, w->postscale);
+out:
+    free(tmp);
+    return rc;
+}
+
 int hvd__exec(struct hvd_ctx *c, struct hvd_work *w)
 {
     uint8_t token[1] = {1};
@@ -35,6 +74,10 @@ int hvd__exec(struct hvd_ctx *c, struct hvd_work *w)
     c->ring.abort_deadline = 0;
     switch (w->kind) {
     case HVD_OP_ALLREDUCE:
+        if (w->compress || w->prescale != 1 || w->postscale != 1) {
+            rc = allreduce_opts(c, w);
+            break;
+        }
         rc = hvd__ring_allreduce(&c->ring, w->sendbuf, w->recvbuf, w->count,
                                  w->dtype, w->op_kind, w->err, sizeof(w->err));
         break;

@@ -138,6 +138,15 @@ static void compare(struct hvd_neg_entry *e, int rank, const struct hvd_req *r)
                  "Mismatched %s operations: rank %d asked for %s, rank %d "
                  "for %s of tensor '%s'",
                  k, a, op_name(f->op), rank, op_name(r->op), e->first.name);
+    else if (f->kind == HVD_REQ_ALLREDUCE &&
+             (r->compress != f->compress || r->prescale != f->prescale ||
+              r->postscale != f->postscale))
+        snprintf(e->msg, sizeof(e->msg),
+                 "Mismatched %s options: rank %d asked for compression %d, "
+                 "prescale %g, postscale %g, rank %d for %d, %g, %g of "
+                 "tensor '%s'",
+                 k, a, f->compress, f->prescale, f->postscale, rank,
+                 r->compress, r->prescale, r->postscale, e->first.name);
     else if (r->root != f->root && f->kind == HVD_REQ_BROADCAST)
         snprintf(e->msg, sizeof(e->msg),
                  "Mismatched %s root ranks: rank %d named root %d, rank %d "
@@ -255,6 +264,14 @@ int hvd__neg_encode(const struct hvd_req *reqs, size_t n, uint8_t **out,
         hvd_wbuf_u32(&w, (uint32_t)(reqs[i].count >> 32));
         hvd_wbuf_u32(&w, (uint32_t)reqs[i].count);
         hvd_wbuf_str(&w, reqs[i].name);
+        hvd_wbuf_u8(&w, reqs[i].compress);
+        double f[2] = {reqs[i].prescale, reqs[i].postscale};
+        for (int k = 0; k < 2; k++) {
+            uint64_t bits;
+            memcpy(&bits, &f[k], sizeof(bits));
+            hvd_wbuf_u32(&w, (uint32_t)(bits >> 32));
+            hvd_wbuf_u32(&w, (uint32_t)bits);
+        }
     }
     /* The frame header is not needed on the ring: hand out the payload. */
     uint8_t *f;
@@ -283,8 +300,8 @@ int hvd__neg_decode(const uint8_t *p, size_t len, struct hvd_req **reqs,
     uint32_t cnt = hvd_rbuf_u32(&r);
     *reqs = NULL;
     *n = 0;
-    /* Each request takes at least 19 bytes: no forged count allocates. */
-    if (r.err || cnt > (len - 4) / 19)
+    /* Each request takes at least 36 bytes: no forged count allocates. */
+    if (r.err || cnt > (len - 4) / 36)
         return r.err ? r.err : HVD_EPROTO;
     struct hvd_req *a = calloc(cnt ? cnt : 1, sizeof(*a));
     if (a == NULL)
@@ -297,6 +314,13 @@ int hvd__neg_decode(const uint8_t *p, size_t len, struct hvd_req **reqs,
         uint64_t hi = hvd_rbuf_u32(&r);
         a[i].count = hi << 32 | hvd_rbuf_u32(&r);
         a[i].name = hvd_rbuf_strdup(&r);
+        a[i].compress = hvd_rbuf_u8(&r);
+        double *f[2] = {&a[i].prescale, &a[i].postscale};
+        for (int k = 0; k < 2; k++) {
+            uint64_t bits = (uint64_t)hvd_rbuf_u32(&r) << 32;
+            bits |= hvd_rbuf_u32(&r);
+            memcpy(f[k], &bits, sizeof(bits));
+        }
     }
     int err = hvd_rbuf_done(&r);
     if (err) {

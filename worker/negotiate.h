@@ -24,6 +24,8 @@ struct hvd_req {
     int32_t root;
     uint64_t count; /* allgather: this rank's own count, may differ */
     char *name;
+    uint8_t compress; /* allreduce: sent as float16 */
+    double prescale, postscale;
 };
 
 /* A decision: run the operation named, or fail it on every rank. */
@@ -66,7 +68,8 @@ int hvd__neg_fail_stalled(struct hvd_neg *t, const char *name, double secs,
                           struct hvd_resp **out, size_t *nout);
 
 /* Request lists on the wire: u32 n, then per request u8 kind, u8 dtype,
- * u8 op, i32 root, u64 count (two u32), str name. */
+ * u8 op, i32 root, u64 count (two u32), str name, u8 compress, and the
+ * prescale and postscale factors (IEEE doubles as two u32 each). */
 int hvd__neg_encode(const struct hvd_req *reqs, size_t n, uint8_t **out,
                     size_t *len);
 /* Decodes into a new array (*reqs, *n); free with hvd__neg_free_reqs. */

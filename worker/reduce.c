@@ -414,3 +414,37 @@ void hvd__finish(void *dst, const void *acc, size_t n, hvd_dtype dt, hvd_op op,
         break;
     }
 }
+
+void hvd__scale(void *buf, size_t n, hvd_dtype dt, double f)
+{
+    if (f == 1)
+        return;
+    switch (dt) {
+    case HVD_FLOAT32: {
+        float *p = buf, ff = (float)f;
+        for (size_t i = 0; i < n; i++)
+            p[i] *= ff;
+        break;
+    }
+    case HVD_FLOAT64: {
+        double *p = buf;
+        for (size_t i = 0; i < n; i++)
+            p[i] *= f;
+        break;
+    }
+    case HVD_FLOAT16: {
+        uint16_t *p = buf;
+        for (size_t i = 0; i < n; i++)
+            p[i] = hvd__f32_to_f16(hvd__f16_to_f32(p[i]) * (float)f);
+        break;
+    }
+    case HVD_BFLOAT16: {
+        uint16_t *p = buf;
+        for (size_t i = 0; i < n; i++)
+            p[i] = hvd__f32_to_bf16(hvd__bf16_to_f32(p[i]) * (float)f);
+        break;
+    }
+    default:
+        break;
+    }
+}

@@ -37,6 +37,10 @@ void hvd__reduce(void *acc, const void *src, size_t n, hvd_dtype acc_dt,
 void hvd__finish(void *dst, const void *acc, size_t n, hvd_dtype dt, hvd_op op,
                  int size);
 
+/* Multiplies n floating-point elements by f (float16/bfloat16 through
+ * float32, rounded once); does nothing when f is 1. */
+void hvd__scale(void *buf, size_t n, hvd_dtype dt, double f);
+
 /* Scalar conversions, exposed for tests and for the staging paths. */
 float hvd__f16_to_f32(uint16_t h);
 uint16_t hvd__f32_to_f16(float f);

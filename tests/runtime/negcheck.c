@@ -161,6 +161,71 @@ static void test_fusion_hash(void)
            (unsigned long long)hash);
 }
 
+/* Value e of rank r's tensor for the compression test, in [-1, 1]. */
+static float cvalue(int r, size_t e)
+{
+    uint32_t x = (uint32_t)(e * 2654435761u) ^ (uint32_t)(r * 40503u);
+    x ^= x >> 13;
+    x *= 0x5bd1e995u;
+    return (float)(x % 20001) / 10000.0f - 1.0f;
+}
+
+/* fp16 compression stays within float16 precision; scale factors scale;
+ * ranks that disagree about options are told. */
+static void test_options(void)
+{
+    enum { N = 100000 };
+    float *buf = malloc(N * sizeof(float));
+    hvd_allreduce_opts fp16 = {.compression = HVD_COMPRESS_FP16};
+    hvd_handle h;
+    int ok = 1;
+
+    for (size_t e = 0; e < N; e++)
+        buf[e] = cvalue(rank, e);
+    check(hvd_allreduce_ex_async(buf, buf, N, HVD_FLOAT32, HVD_SUM, "fp16",
+                                 &fp16, &h) == 0 &&
+              hvd_wait(h) == 0,
+          "compressed allreduce");
+    double worst = 0;
+    for (size_t e = 0; e < N && ok; e++) {
+        double exact = 0, mag = 0;
+        for (int r = 0; r < size; r++) {
+            exact += cvalue(r, e);
+            mag += cvalue(r, e) < 0 ? -cvalue(r, e) : cvalue(r, e);
+        }
+        double err = buf[e] - exact;
+        err = err < 0 ? -err : err;
+        /* Each input rounded to float16, the sum rounded once more. */
+        double bound = (mag + (exact < 0 ? -exact : exact)) / 2048 + 1e-7;
+        ok = err <= bound;
+        worst = err > worst ? err : worst;
+    }
+    check(ok, "fp16 compression error within float16 precision");
+    check(worst > 0, "compression really sent float16");
+    printf("negcheck: rank %d: fp16 compression worst error %.6f\n", rank,
+           worst);
+
+    float v = (float)(rank + 1);
+    hvd_allreduce_opts sc = {.prescale = 0.5, .postscale = 4};
+    check(hvd_allreduce_ex_async(&v, &v, 1, HVD_FLOAT32, HVD_SUM, "scaled", &sc,
+                                 &h) == 0 &&
+              hvd_wait(h) == 0 && v == (float)(size * (size + 1)),
+          "prescale and postscale");
+    int32_t iv = 1;
+    check(hvd_allreduce_ex_async(&iv, &iv, 1, HVD_INT32, HVD_SUM, "iscaled",
+                                 &sc, &h) == HVD_EINVAL,
+          "scale factors refused for integers");
+    if (size > 1) {
+        hvd_allreduce_opts mine = {.postscale = rank == size - 1 ? 2 : 1};
+        check(hvd_allreduce_ex_async(&v, &v, 1, HVD_FLOAT32, HVD_SUM, "mmopt",
+                                     &mine, &h) == 0 &&
+                  hvd_wait(h) == HVD_EMISMATCH &&
+                  strstr(hvd_last_error(), "Mismatched allreduce options"),
+              "options that differ");
+    }
+    free(buf);
+}
+
 int main(void)
 {
     if (hvd_init() != 0) {
@@ -172,6 +237,7 @@ int main(void)
     test_orders();
     test_grouped();
     test_fusion_hash();
+    test_options();
     if (size > 1)
         test_mismatches();
     check(hvd_barrier() == 0, "barrier");

@@ -9,8 +9,13 @@
 
 static struct hvd_req req(const char *name, uint64_t count)
 {
-    return (struct hvd_req){HVD_REQ_ALLREDUCE, HVD_FLOAT32, HVD_SUM, 0, count,
-                            (char *)name};
+    return (struct hvd_req){.kind = HVD_REQ_ALLREDUCE,
+                            .dtype = HVD_FLOAT32,
+                            .op = HVD_SUM,
+                            .count = count,
+                            .name = (char *)name,
+                            .prescale = 1,
+                            .postscale = 1};
 }
 
 static void free_resp(struct hvd_resp *r, size_t n)

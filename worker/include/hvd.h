@@ -152,6 +152,25 @@ HVD_EXPORT int hvd_grouped_allreduce(const void *const *sendbufs,
                                      const size_t *counts, int n,
                                      hvd_dtype dtype, hvd_op op,
                                      const char *name);
+/* Options of an allreduce (all zero means none: factors of 0 count as 1). */
+enum hvd_compression {
+    HVD_COMPRESS_NONE = 0,
+    HVD_COMPRESS_FP16 = 1 /* float32 sent as float16, summed in float32 */
+};
+typedef struct hvd_allreduce_opts {
+    double prescale;  /* multiplies the input before the reduction */
+    double postscale; /* multiplies the result */
+    int compression;  /* enum hvd_compression; float32 tensors only */
+} hvd_allreduce_opts;
+
+/* hvd_allreduce_async with options; scale factors need a floating-point
+ * dtype and HVD_SUM or HVD_AVERAGE. Every rank must give the same. */
+HVD_EXPORT int hvd_allreduce_ex_async(const void *sendbuf, void *recvbuf,
+                                      size_t count, hvd_dtype dtype, hvd_op op,
+                                      const char *name,
+                                      const hvd_allreduce_opts *opts,
+                                      hvd_handle *handle);
+
 /* 1 when the operation has completed, 0 when not yet. */
 HVD_EXPORT int hvd_poll(hvd_handle handle);
 /* Waits for the operation, frees the handle and returns its result. */
