@@ -29,6 +29,7 @@ enum {
     TEST_PER_CLASS = 200,
     N_TRAIN = TRAIN_PER_CLASS * CLASSES,
     N_TEST = TEST_PER_CLASS * CLASSES,
+    MAX_BATCH = 1024, /* largest --batch-size: activations kept per step */
 };
 
 /*
@@ -78,6 +79,7 @@ struct options {
     double lr;
     const char *checkpoint;
     uint64_t seed;
+    int sync; /* average after the whole backward pass, one tensor at a time */
 };
 
 struct dataset {
@@ -273,64 +275,104 @@ static int argmax(const float *p)
     return best;
 }
 
+/* Starts averaging tensors t0..t1-1 (async), or leaves them for later. */
+typedef void (*ready_fn)(float *grad, size_t t0, size_t t1,
+                         hvd_handle *handles);
+
 /*
- * Adds scale times this sample's gradient of the loss to grad, given the
- * activations forward() left in a.
+ * The backward pass over a batch of b samples (activations a[j], inputs
+ * x[j], labels y[j]), layer by layer from the output: adds scale times the
+ * gradient of the loss to grad, and hands each layer's tensors to ready as
+ * soon as they are complete, so that their averaging overlaps the rest of
+ * the pass. Each gradient element sums the samples in batch order, as a
+ * per-sample pass would.
  */
-static void backward(const float *params, float *grad, const float *x, int y,
-                     const struct activations *a, float scale)
+static void backward(const float *params, float *grad, const float *const *x,
+                     const int *y, const struct activations *a, int b,
+                     float scale, ready_fn ready, hvd_handle *handles)
 {
-    float d3[CLASSES], d2[HIDDEN], d1[HIDDEN];
-    /* Softmax with cross-entropy: the logits' gradient is p - onehot(y). */
-    for (int c = 0; c < CLASSES; c++)
-        d3[c] = (a->p[c] - (c == y ? 1.0f : 0.0f)) * scale;
-    for (int c = 0; c < CLASSES; c++) {
-        grad[FC3_B + c] += d3[c];
-        for (int i = 0; i < HIDDEN; i++)
-            grad[FC3_W + c * HIDDEN + i] += d3[c] * a->h2[i];
-    }
-    for (int i = 0; i < HIDDEN; i++) {
-        float s = 0.0f;
+    static float d3[MAX_BATCH][CLASSES], d2[MAX_BATCH][HIDDEN];
+    for (int j = 0; j < b; j++) {
+        /* Softmax with cross-entropy: the logits' gradient is p - onehot. */
         for (int c = 0; c < CLASSES; c++)
-            s += params[FC3_W + c * HIDDEN + i] * d3[c];
-        d2[i] = a->h2[i] > 0.0f ? s : 0.0f;
+            d3[j][c] = (a[j].p[c] - (c == y[j] ? 1.0f : 0.0f)) * scale;
+        for (int c = 0; c < CLASSES; c++) {
+            grad[FC3_B + c] += d3[j][c];
+            for (int i = 0; i < HIDDEN; i++)
+                grad[FC3_W + c * HIDDEN + i] += d3[j][c] * a[j].h2[i];
+        }
     }
-    for (int o = 0; o < HIDDEN; o++) {
-        grad[FC2_B + o] += d2[o];
-        for (int i = 0; i < HIDDEN; i++)
-            grad[FC2_W + o * HIDDEN + i] += d2[o] * a->h1[i];
+    ready(grad, 4, 6, handles); /* fc3 */
+    for (int j = 0; j < b; j++) {
+        for (int i = 0; i < HIDDEN; i++) {
+            float s = 0.0f;
+            for (int c = 0; c < CLASSES; c++)
+                s += params[FC3_W + c * HIDDEN + i] * d3[j][c];
+            d2[j][i] = a[j].h2[i] > 0.0f ? s : 0.0f;
+        }
+        for (int o = 0; o < HIDDEN; o++) {
+            grad[FC2_B + o] += d2[j][o];
+            for (int i = 0; i < HIDDEN; i++)
+                grad[FC2_W + o * HIDDEN + i] += d2[j][o] * a[j].h1[i];
+        }
     }
-    for (int i = 0; i < HIDDEN; i++) {
-        float s = 0.0f;
-        for (int o = 0; o < HIDDEN; o++)
-            s += params[FC2_W + o * HIDDEN + i] * d2[o];
-        d1[i] = a->h1[i] > 0.0f ? s : 0.0f;
+    ready(grad, 2, 4, handles); /* fc2 */
+    for (int j = 0; j < b; j++) {
+        float d1[HIDDEN];
+        for (int i = 0; i < HIDDEN; i++) {
+            float s = 0.0f;
+            for (int o = 0; o < HIDDEN; o++)
+                s += params[FC2_W + o * HIDDEN + i] * d2[j][o];
+            d1[i] = a[j].h1[i] > 0.0f ? s : 0.0f;
+        }
+        for (int o = 0; o < HIDDEN; o++) {
+            grad[FC1_B + o] += d1[o];
+            for (int i = 0; i < IN_DIM; i++)
+                grad[FC1_W + o * IN_DIM + i] += d1[o] * x[j][i];
+        }
     }
-    for (int o = 0; o < HIDDEN; o++) {
-        grad[FC1_B + o] += d1[o];
-        for (int i = 0; i < IN_DIM; i++)
-            grad[FC1_W + o * IN_DIM + i] += d1[o] * x[i];
-    }
+    ready(grad, 0, 2, handles); /* fc1 */
 }
 
 /*
- * Step 4's work: replaces every rank's gradient by the average over all
- * ranks, one named allreduce per tensor. All are submitted before any is
- * waited for, so the runtime negotiates them together; names, not call
- * order, pair them up across ranks. Afterwards all ranks hold the same
- * bits and so take the same step.
+ * Step 4's work, overlapped: each tensor's named allreduce starts as soon
+ * as its layer's gradient is ready; the runtime pairs them up across ranks
+ * by name and fuses what is ready together.
+ */
+static void start_averaging(float *grad, size_t t0, size_t t1,
+                            hvd_handle *handles)
+{
+    for (size_t t = t0; t < t1; t++)
+        check(hvd_allreduce_async(grad + tensors[t].offset,
+                                  grad + tensors[t].offset, tensors[t].count,
+                                  HVD_FLOAT32, HVD_AVERAGE, tensors[t].name,
+                                  &handles[t]),
+              "averaging gradients");
+}
+
+static void finish_averaging(hvd_handle *handles)
+{
+    for (size_t t = 0; t < N_TENSORS; t++)
+        check(hvd_wait(handles[t]), "averaging gradients");
+}
+
+static void later(float *grad, size_t t0, size_t t1, hvd_handle *handles)
+{
+    (void)grad, (void)t0, (void)t1, (void)handles;
+}
+
+/*
+ * Step 4's work, the plain way (--sync): after the backward pass, average
+ * each tensor and wait for it. Every rank ends with the same bits, and the
+ * same bits as the overlapped way.
  */
 static void average_gradients(float *grad)
 {
-    hvd_handle h[N_TENSORS];
-    for (size_t t = 0; t < N_TENSORS; t++) {
-        float *g = grad + tensors[t].offset;
-        check(hvd_allreduce_async(g, g, tensors[t].count, HVD_FLOAT32,
-                                  HVD_AVERAGE, tensors[t].name, &h[t]),
-              "averaging gradients");
-    }
     for (size_t t = 0; t < N_TENSORS; t++)
-        check(hvd_wait(h[t]), "averaging gradients");
+        check(hvd_allreduce(grad + tensors[t].offset, grad + tensors[t].offset,
+                            tensors[t].count, HVD_FLOAT32, HVD_AVERAGE,
+                            tensors[t].name),
+              "averaging gradients");
 }
 
 /* SGD with momentum, as torch.optim.SGD does it: v = mu v + g; w -= lr v. */
@@ -425,7 +467,7 @@ static void usage(FILE *f)
 {
     fprintf(f,
             "usage: %s [--epochs N] [--batch-size B] [--lr LR]\n"
-            "       [--checkpoint PATH] [--seed S]\n"
+            "       [--checkpoint PATH] [--seed S] [--sync]\n"
             "Trains a small MLP on a synthetic spiral data set; run it under\n"
             "horovodrun -np N for data-parallel training.\n"
             "  --epochs N         passes over the training set (default 20)\n"
@@ -435,7 +477,11 @@ static void usage(FILE *f)
             "  --checkpoint PATH  where rank 0 saves the weights after each\n"
             "                     epoch (default ./checkpoint.bin)\n"
             "  --seed S           seed of the initial weights and the\n"
-            "                     shuffling (default 42)\n",
+            "                     shuffling (default 42)\n"
+            "  --sync             average each gradient after the backward\n"
+            "                     pass, waiting for each (default: start\n"
+            "                     each layer's averaging as soon as its\n"
+            "                     gradient is ready)\n",
             prog);
 }
 
@@ -466,10 +512,11 @@ static void parse_options(int argc, char **argv, struct options *o)
         {"lr", required_argument, NULL, 'l'},
         {"checkpoint", required_argument, NULL, 'c'},
         {"seed", required_argument, NULL, 's'},
+        {"sync", no_argument, NULL, 'y'},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
-    *o = (struct options){20, 32, 0.01, "./checkpoint.bin", 42};
+    *o = (struct options){20, 32, 0.01, "./checkpoint.bin", 42, 0};
     int c;
     while ((c = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
         switch (c) {
@@ -478,7 +525,7 @@ static void parse_options(int argc, char **argv, struct options *o)
             break;
         case 'b':
             o->batch_size =
-                (int)parse_number("--batch-size", optarg, 1, N_TRAIN, 1);
+                (int)parse_number("--batch-size", optarg, 1, MAX_BATCH, 1);
             break;
         case 'l':
             o->lr = parse_number("--lr", optarg, 1e-9, 100.0, 0);
@@ -488,6 +535,9 @@ static void parse_options(int argc, char **argv, struct options *o)
             break;
         case 's':
             o->seed = (uint64_t)parse_number("--seed", optarg, 0, 1e15, 1);
+            break;
+        case 'y':
+            o->sync = 1;
             break;
         case 'h':
             usage(stdout);
@@ -559,7 +609,10 @@ int main(int argc, char **argv)
 
     int *shard = xcalloc((size_t)N_TRAIN, sizeof(int));
     double start = now(), test_loss = 0.0, test_acc = 0.0;
-    struct activations a;
+    static struct activations a[MAX_BATCH];
+    const float *xs[MAX_BATCH];
+    int ys[MAX_BATCH];
+    hvd_handle handles[N_TENSORS];
     for (int epoch = 0; epoch < opt.epochs; epoch++) {
         int n = shard_epoch(shard, N_TRAIN, opt.seed, epoch, rank, size);
         /* Loss sum, correct predictions, samples of this epoch. */
@@ -569,14 +622,20 @@ int main(int argc, char **argv)
             memset(grad, 0, N_PARAMS * sizeof(float));
             for (int j = 0; j < b; j++) {
                 int k = shard[first + j];
-                const float *x = train.x + k * IN_DIM;
-                m[0] += forward(params, x, train.y[k], &a);
-                m[1] += argmax(a.p) == train.y[k];
-                backward(params, grad, x, train.y[k], &a, 1.0f / (float)b);
+                xs[j] = train.x + k * IN_DIM;
+                ys[j] = train.y[k];
+                m[0] += forward(params, xs[j], ys[j], &a[j]);
+                m[1] += argmax(a[j].p) == ys[j];
             }
             m[2] += b;
-            /* Step 4 at work: average the gradients over all ranks. */
-            average_gradients(grad);
+            /* Step 4 at work: average the gradients over all ranks, each
+             * layer's as soon as it is ready (or all after, with --sync). */
+            backward(params, grad, xs, ys, a, b, 1.0f / (float)b,
+                     opt.sync ? later : start_averaging, handles);
+            if (opt.sync)
+                average_gradients(grad);
+            else
+                finish_averaging(handles);
             sgd_step(params, velocity, grad, lr);
         }
         check(hvd_allreduce(m, m, 3, HVD_FLOAT64, HVD_SUM, "train.metrics"),

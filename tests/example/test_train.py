@@ -234,6 +234,15 @@ class TrainTest(unittest.TestCase):
             self.assertEqual(os.listdir(os.path.join(self.tmp, "rank%d" % r)),
                              [], "rank %d wrote files" % r)
 
+    def test_overlapped_and_sync_averaging_agree(self):
+        # The default starts each layer's allreduce during the backward
+        # pass (with fusion); --sync averages after it, one at a time. The
+        # weights must come out the same to the bit.
+        overlapped = self.check_job(self.horovodrun(3, "--epochs", "3"), 3)
+        synced = self.check_job(
+            self.horovodrun(3, "--epochs", "3", "--sync"), 3)
+        self.assertEqual(overlapped, synced)
+
     def test_options(self):
         path = os.path.join(self.tmp, "sub", "ck.bin")
         os.mkdir(os.path.dirname(path))
