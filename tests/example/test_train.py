@@ -238,9 +238,9 @@ class TrainTest(unittest.TestCase):
         # The default starts each layer's allreduce during the backward
         # pass (with fusion); --sync averages after it, one at a time. The
         # weights must come out the same to the bit.
-        overlapped = self.check_job(self.horovodrun(3, "--epochs", "3"), 3)
+        overlapped = self.check_job(self.horovodrun(3), 3)
         synced = self.check_job(
-            self.horovodrun(3, "--epochs", "3", "--sync"), 3)
+            self.horovodrun(3, "--sync"), 3)
         self.assertEqual(overlapped, synced)
 
     def test_options(self):
