@@ -130,6 +130,12 @@ static int opt_cycle(struct hr_opts *o, const char *arg, char *err, size_t n)
     return check_number("--cycle-time-ms", arg, err, n);
 }
 
+static int opt_cache(struct hr_opts *o, const char *arg, char *err, size_t n)
+{
+    o->cache_capacity = arg;
+    return check_number("--cache-capacity", arg, err, n);
+}
+
 static int opt_stall_warn(struct hr_opts *o, const char *arg, char *err,
                           size_t n)
 {
@@ -220,6 +226,10 @@ const struct hr_option hr_options[] = {
      "least time between negotiation cycles (default 1); sets "
      "HOROVOD_CYCLE_TIME",
      opt_cycle},
+    {"cache-capacity", NULL, 0, "N",
+     "requests the response cache remembers (default 1024; 0 turns it "
+     "off); sets HOROVOD_CACHE_CAPACITY",
+     opt_cache},
     {"stall-check-warning-time-seconds", NULL, 0, "SEC",
      "warn when ranks wait this long for others' tensors (default 60)",
      opt_stall_warn},

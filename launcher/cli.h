@@ -22,6 +22,7 @@ struct hr_opts {
     const char *rendezvous_addr;
     const char *fusion_threshold_mb; /* exported to the ranks */
     const char *cycle_time_ms;
+    const char *cache_capacity;
     const char *stall_warn_s;
     const char *stall_shutdown_s;
     int no_stall_check;

@@ -37,6 +37,8 @@ int main(int argc, char **argv)
     }
     if (o.cycle_time_ms)
         setenv("HOROVOD_CYCLE_TIME", o.cycle_time_ms, 1);
+    if (o.cache_capacity)
+        setenv("HOROVOD_CACHE_CAPACITY", o.cache_capacity, 1);
     if (o.stall_warn_s)
         setenv("HOROVOD_STALL_CHECK_TIME_SECONDS", o.stall_warn_s, 1);
     if (o.stall_shutdown_s)

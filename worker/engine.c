@@ -253,6 +253,10 @@ static void trace(struct hvd_ctx *c, const struct hvd_work *w, int64_t start,
 static void respond(struct hvd_ctx *c, struct hvd_resp *resp, size_t n)
 {
     struct hvd_work **group = malloc((n + 1) * sizeof(*group));
+    /* Every rank remembers the same responses in the same order. */
+    for (size_t i = 0; i < n; i++)
+        if (resp[i].error == 0)
+            hvd__neg_cache_put(&c->neg, &resp[i].req);
     for (size_t i = 0; i < n;) {
         struct hvd_work *w = pending(c, resp[i].req.name, 1);
         if (w == NULL) {
@@ -411,7 +415,7 @@ static void cycle(struct hvd_ctx *c)
     for (size_t i = 0; i < c->nstall; i++)
         mine[c->nfresh + i] =
             (struct hvd_req){.kind = HVD_REQ_STALL, .name = c->stall_names[i]};
-    rc = hvd__neg_encode(mine, c->nfresh + c->nstall, &enc, &enclen);
+    rc = hvd__neg_encode(&c->neg, mine, c->nfresh + c->nstall, &enc, &enclen);
     for (size_t i = 0; i < c->nstall; i++)
         free(c->stall_names[i]);
     c->nstall = 0;
@@ -425,7 +429,7 @@ static void cycle(struct hvd_ctx *c)
     for (int r = 0; r < c->size && rc == 0; r++) {
         struct hvd_req *reqs;
         size_t nreqs;
-        rc = hvd__neg_decode(all + off, lens[r], &reqs, &nreqs);
+        rc = hvd__neg_decode(&c->neg, all + off, lens[r], &reqs, &nreqs);
         for (size_t i = 0; i < nreqs && rc == 0; i++) {
             if (reqs[i].kind == HVD_REQ_STALL)
                 rc = r != 0 ? 0
@@ -569,7 +573,9 @@ int hvd__engine_start(struct hvd_ctx *c)
         return HVD_ESYS;
     c->npend_slots = 1024;
     c->pend = calloc(c->npend_slots, sizeof(*c->pend));
-    if (c->pend == NULL || hvd__neg_init(&c->neg, c->size) != 0)
+    const char *cc = getenv("HOROVOD_CACHE_CAPACITY");
+    size_t cache = cc ? (size_t)strtoull(cc, NULL, 10) : 1024;
+    if (c->pend == NULL || hvd__neg_init(&c->neg, c->size, cache) != 0)
         return HVD_ENOMEM;
     const char *ft = getenv("HOROVOD_FUSION_THRESHOLD");
     c->fusion_threshold = ft ? (size_t)strtoull(ft, NULL, 10) : 128u << 20;

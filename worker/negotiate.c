@@ -54,19 +54,76 @@ static size_t hash(const char *s)
     return h;
 }
 
-int hvd__neg_init(struct hvd_neg *t, int size)
+int hvd__neg_init(struct hvd_neg *t, int size, size_t cache_cap)
 {
     memset(t, 0, sizeof(*t));
     t->size = size;
     t->nslots = 64;
     t->slots = calloc(t->nslots, sizeof(*t->slots));
-    return t->slots ? 0 : HVD_ENOMEM;
+    t->cache_cap = cache_cap;
+    t->cache_buckets = 2 * cache_cap + 1;
+    if (cache_cap > 0) {
+        t->cache = calloc(cache_cap, sizeof(*t->cache));
+        t->cache_next = calloc(cache_cap, sizeof(*t->cache_next));
+        t->cache_head = malloc(t->cache_buckets * sizeof(*t->cache_head));
+        if (t->cache_head)
+            memset(t->cache_head, 0xff,
+                   t->cache_buckets * sizeof(*t->cache_head));
+    }
+    if (t->slots == NULL ||
+        (cache_cap > 0 && (!t->cache || !t->cache_next || !t->cache_head)))
+        return HVD_ENOMEM;
+    return 0;
+}
+
+/* The id of a cached request equal to req in every field, or -1. */
+static int32_t cache_find(const struct hvd_neg *t, const struct hvd_req *req)
+{
+    if (t->cache_cap == 0 || req->name == NULL)
+        return -1;
+    int32_t id = t->cache_head[hash(req->name) % t->cache_buckets];
+    for (; id >= 0; id = t->cache_next[id]) {
+        const struct hvd_req *c = &t->cache[id];
+        if (strcmp(c->name, req->name) != 0)
+            continue;
+        return c->kind == req->kind && c->dtype == req->dtype &&
+                       c->op == req->op && c->root == req->root &&
+                       c->count == req->count && c->compress == req->compress &&
+                       c->prescale == req->prescale &&
+                       c->postscale == req->postscale
+                   ? id
+                   : -1;
+    }
+    return -1;
+}
+
+void hvd__neg_cache_put(struct hvd_neg *t, const struct hvd_req *req)
+{
+    if (t->ncache >= t->cache_cap || req->name == NULL)
+        return;
+    size_t b = hash(req->name) % t->cache_buckets;
+    for (int32_t id = t->cache_head[b]; id >= 0; id = t->cache_next[id])
+        if (strcmp(t->cache[id].name, req->name) == 0)
+            return; /* one entry per name: the first one stays */
+    char *name = strdup(req->name);
+    if (name == NULL)
+        return;
+    int32_t id = (int32_t)t->ncache++;
+    t->cache[id] = *req;
+    t->cache[id].name = name;
+    t->cache_next[id] = t->cache_head[b];
+    t->cache_head[b] = id;
 }
 
 void hvd__neg_close(struct hvd_neg *t)
 {
     if (t == NULL || t->slots == NULL)
         return;
+    for (size_t i = 0; i < t->ncache; i++)
+        free(t->cache[i].name);
+    free(t->cache);
+    free(t->cache_next);
+    free(t->cache_head);
     for (size_t i = 0; i < t->nslots; i++)
         while (t->slots[i]) {
             struct hvd_neg_entry *e = t->slots[i];
@@ -250,13 +307,19 @@ int hvd__neg_fail_stalled(struct hvd_neg *t, const char *name, double secs,
     return respond(e, out, nout);
 }
 
-int hvd__neg_encode(const struct hvd_req *reqs, size_t n, uint8_t **out,
-                    size_t *len)
+int hvd__neg_encode(const struct hvd_neg *t, const struct hvd_req *reqs,
+                    size_t n, uint8_t **out, size_t *len)
 {
     struct hvd_wbuf w;
     hvd_wbuf_init(&w);
     hvd_wbuf_u32(&w, (uint32_t)n);
     for (size_t i = 0; i < n; i++) {
+        int32_t id = cache_find(t, &reqs[i]);
+        hvd_wbuf_u8(&w, id >= 0);
+        if (id >= 0) {
+            hvd_wbuf_u32(&w, (uint32_t)id);
+            continue;
+        }
         hvd_wbuf_u8(&w, reqs[i].kind);
         hvd_wbuf_u8(&w, reqs[i].dtype);
         hvd_wbuf_u8(&w, reqs[i].op);
@@ -292,21 +355,34 @@ void hvd__neg_free_reqs(struct hvd_req *reqs, size_t n)
     free(reqs);
 }
 
-int hvd__neg_decode(const uint8_t *p, size_t len, struct hvd_req **reqs,
-                    size_t *n)
+int hvd__neg_decode(const struct hvd_neg *t, const uint8_t *p, size_t len,
+                    struct hvd_req **reqs, size_t *n)
 {
     struct hvd_rbuf r;
     hvd_rbuf_init(&r, p, len);
     uint32_t cnt = hvd_rbuf_u32(&r);
     *reqs = NULL;
     *n = 0;
-    /* Each request takes at least 36 bytes: no forged count allocates. */
-    if (r.err || cnt > (len - 4) / 36)
+    /* Each request takes at least 5 bytes: no forged count allocates. */
+    if (r.err || cnt > (len - 4) / 5)
         return r.err ? r.err : HVD_EPROTO;
     struct hvd_req *a = calloc(cnt ? cnt : 1, sizeof(*a));
     if (a == NULL)
         return HVD_ENOMEM;
     for (uint32_t i = 0; i < cnt; i++) {
+        if (hvd_rbuf_u8(&r)) {
+            uint32_t id = hvd_rbuf_u32(&r);
+            if (r.err || id >= t->ncache) {
+                r.err = r.err ? r.err : HVD_EPROTO;
+                break;
+            }
+            a[i] = t->cache[id];
+            if ((a[i].name = strdup(t->cache[id].name)) == NULL) {
+                r.err = HVD_ENOMEM;
+                break;
+            }
+            continue;
+        }
         a[i].kind = hvd_rbuf_u8(&r);
         a[i].dtype = hvd_rbuf_u8(&r);
         a[i].op = hvd_rbuf_u8(&r);

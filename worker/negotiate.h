@@ -42,9 +42,19 @@ struct hvd_neg {
     int size;
     struct hvd_neg_entry **slots; /* open hash by name */
     size_t nslots, used;
+    /*
+     * The response cache: requests that every rank made before, by id, in
+     * the same order on every rank. A request found here travels as its
+     * id instead of its description.
+     */
+    struct hvd_req *cache;
+    size_t ncache, cache_cap;
+    int32_t *cache_head, *cache_next; /* hash chains by name */
+    size_t cache_buckets;
 };
 
-int hvd__neg_init(struct hvd_neg *t, int size);
+/* cache_cap 0 turns the response cache off. */
+int hvd__neg_init(struct hvd_neg *t, int size, size_t cache_cap);
 void hvd__neg_close(struct hvd_neg *t);
 
 /*
@@ -67,14 +77,21 @@ void hvd__neg_each_waiting(struct hvd_neg *t, int64_t before_us,
 int hvd__neg_fail_stalled(struct hvd_neg *t, const char *name, double secs,
                           struct hvd_resp **out, size_t *nout);
 
-/* Request lists on the wire: u32 n, then per request u8 kind, u8 dtype,
- * u8 op, i32 root, u64 count (two u32), str name, u8 compress, and the
- * prescale and postscale factors (IEEE doubles as two u32 each). */
-int hvd__neg_encode(const struct hvd_req *reqs, size_t n, uint8_t **out,
-                    size_t *len);
-/* Decodes into a new array (*reqs, *n); free with hvd__neg_free_reqs. */
-int hvd__neg_decode(const uint8_t *p, size_t len, struct hvd_req **reqs,
-                    size_t *n);
+/* Remembers a request every rank made (a response without error), while
+ * the cache has room; every rank must call it for the same responses in
+ * the same order. */
+void hvd__neg_cache_put(struct hvd_neg *t, const struct hvd_req *req);
+
+/* Request lists on the wire: u32 n, then per request u8 tag: 1 and a u32
+ * cache id, or 0 and u8 kind, u8 dtype, u8 op, i32 root, u64 count (two
+ * u32), str name, u8 compress, and the prescale and postscale factors
+ * (IEEE doubles as two u32 each). */
+int hvd__neg_encode(const struct hvd_neg *t, const struct hvd_req *reqs,
+                    size_t n, uint8_t **out, size_t *len);
+/* Decodes into a new array (*reqs, *n), cache ids expanded; free with
+ * hvd__neg_free_reqs. */
+int hvd__neg_decode(const struct hvd_neg *t, const uint8_t *p, size_t len,
+                    struct hvd_req **reqs, size_t *n);
 void hvd__neg_free_reqs(struct hvd_req *reqs, size_t n);
 
 #endif

@@ -242,6 +242,14 @@ class TrainTest(unittest.TestCase):
         synced = self.check_job(
             self.horovodrun(3, "--sync"), 3)
         self.assertEqual(overlapped, synced)
+        # Steady-state steps go through the response cache; without it the
+        # same bits come out.
+        os.environ["HOROVOD_CACHE_CAPACITY"] = "0"
+        try:
+            uncached = self.check_job(self.horovodrun(3, "--sync"), 3)
+        finally:
+            del os.environ["HOROVOD_CACHE_CAPACITY"]
+        self.assertEqual(uncached, synced)
 
     def test_options(self):
         path = os.path.join(self.tmp, "sub", "ck.bin")

@@ -32,7 +32,7 @@ Test(negotiate, ready_in_the_order_the_last_rank_asked)
     size_t n = 0;
     struct hvd_req a = req("a", 4), b = req("b", 4);
 
-    cr_assert_eq(hvd__neg_init(&t, 2), 0);
+    cr_assert_eq(hvd__neg_init(&t, 2, 0), 0);
     cr_assert_eq(hvd__neg_add(&t, 0, &a, &r, &n), 0);
     cr_assert_eq(hvd__neg_add(&t, 0, &b, &r, &n), 0);
     cr_expect_eq(n, 0, "nothing is ready until every rank asked");
@@ -55,7 +55,7 @@ static const char *mismatch(struct hvd_req r1)
     size_t n = 0;
     struct hvd_req r0 = req("fc1.weight", 1024);
     r0.kind = r1.kind;
-    hvd__neg_init(&t, 3);
+    hvd__neg_init(&t, 3, 0);
     hvd__neg_add(&t, 0, &r0, &r, &n);
     hvd__neg_add(&t, 2, &r1, &r, &n);
     hvd__neg_add(&t, 1, &r0, &r, &n);
@@ -101,7 +101,7 @@ Test(negotiate, a_name_asked_twice_by_one_rank_fails)
     struct hvd_resp *r = NULL;
     size_t n = 0;
     struct hvd_req a = req("a", 1);
-    hvd__neg_init(&t, 2);
+    hvd__neg_init(&t, 2, 0);
     hvd__neg_add(&t, 0, &a, &r, &n);
     hvd__neg_add(&t, 0, &a, &r, &n);
     hvd__neg_add(&t, 1, &a, &r, &n);
@@ -119,7 +119,7 @@ Test(negotiate, many_names_grow_the_table)
     struct hvd_resp *r = NULL;
     size_t n = 0;
     char name[32];
-    hvd__neg_init(&t, 2);
+    hvd__neg_init(&t, 2, 0);
     for (int i = 0; i < 5000; i++) {
         snprintf(name, sizeof(name), "t%d", i);
         struct hvd_req q = req(name, 1);
@@ -139,25 +139,66 @@ Test(negotiate, many_names_grow_the_table)
 
 Test(negotiate, wire_round_trip_and_truncation)
 {
+    struct hvd_neg t;
     struct hvd_req in[2] = {req("alpha", 1ull << 40), req("", 0)};
     in[1].kind = HVD_REQ_BROADCAST;
     in[1].root = -3;
+    in[1].compress = 1;
+    in[1].postscale = 0.25;
     uint8_t *p;
     size_t len, n;
     struct hvd_req *out;
-    cr_assert_eq(hvd__neg_encode(in, 2, &p, &len), 0);
-    cr_assert_eq(hvd__neg_decode(p, len, &out, &n), 0);
+    hvd__neg_init(&t, 2, 0);
+    cr_assert_eq(hvd__neg_encode(&t, in, 2, &p, &len), 0);
+    cr_assert_eq(hvd__neg_decode(&t, p, len, &out, &n), 0);
     cr_assert_eq(n, 2);
     cr_expect_str_eq(out[0].name, "alpha");
     cr_expect_eq(out[0].count, 1ull << 40);
     cr_expect_eq(out[1].kind, HVD_REQ_BROADCAST);
     cr_expect_eq(out[1].root, -3);
+    cr_expect_eq(out[1].compress, 1);
+    cr_expect_eq(out[1].postscale, 0.25);
     hvd__neg_free_reqs(out, n);
     for (size_t cut = 0; cut < len; cut++) {
-        cr_expect_lt(hvd__neg_decode(p, cut, &out, &n), 0, "cut %zu", cut);
+        cr_expect_lt(hvd__neg_decode(&t, p, cut, &out, &n), 0, "cut %zu", cut);
         cr_expect_null(out);
     }
     free(p);
     uint8_t forged[] = {0xff, 0xff, 0xff, 0xff};
-    cr_expect_eq(hvd__neg_decode(forged, 4, &out, &n), HVD_EPROTO);
+    cr_expect_eq(hvd__neg_decode(&t, forged, 4, &out, &n), HVD_EPROTO);
+    hvd__neg_close(&t);
+}
+
+Test(negotiate, cached_requests_travel_as_ids)
+{
+    struct hvd_neg t;
+    struct hvd_req a = req("layer.weight", 4096), b = req("layer.bias", 64);
+    uint8_t *p, *q;
+    size_t plen, qlen, n;
+    struct hvd_req *out;
+
+    hvd__neg_init(&t, 2, 1);
+    cr_assert_eq(hvd__neg_encode(&t, &a, 1, &p, &plen), 0);
+    hvd__neg_cache_put(&t, &a);
+    hvd__neg_cache_put(&t, &b); /* no room: capacity 1 */
+    cr_assert_eq(hvd__neg_encode(&t, &a, 1, &q, &qlen), 0);
+    cr_expect_eq(qlen, 4 + 5, "a cached request is a tag and an id");
+    cr_expect_lt(qlen, plen);
+    cr_assert_eq(hvd__neg_decode(&t, q, qlen, &out, &n), 0);
+    cr_assert_eq(n, 1);
+    cr_expect_str_eq(out[0].name, "layer.weight");
+    cr_expect_eq(out[0].count, 4096);
+    hvd__neg_free_reqs(out, n);
+    free(q);
+    /* A request that differs from the cached one in any field travels in
+     * full, so the table can still tell the ranks apart. */
+    a.count = 4097;
+    cr_assert_eq(hvd__neg_encode(&t, &a, 1, &q, &qlen), 0);
+    cr_expect_eq(qlen, plen);
+    free(q);
+    free(p);
+    /* An id beyond the cache is an error, not a read out of bounds. */
+    uint8_t bad[] = {0, 0, 0, 1, 1, 0, 0, 0, 7};
+    cr_expect_eq(hvd__neg_decode(&t, bad, sizeof(bad), &out, &n), HVD_EPROTO);
+    hvd__neg_close(&t);
 }
