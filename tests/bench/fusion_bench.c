@@ -1,6 +1,10 @@
 /* Steps per second for a ResNet-like gradient list (200 tensors, many
  * small, a few large) submitted asynchronously each step; run it with
- * HOROVOD_FUSION_THRESHOLD=0 and without to compare fusion off and on. */
+ * HOROVOD_FUSION_THRESHOLD=0 and without to compare fusion off and on, and
+ * with HOROVOD_CACHE_CAPACITY=0 to see the response cache's part. With
+ * "tiny", all 200 tensors have 16 elements: the step is then almost all
+ * negotiation. */
+#include <string.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <time.h>
@@ -19,6 +23,7 @@ static double now(void)
 int main(int argc, char **argv)
 {
     int steps = argc > 1 ? atoi(argv[1]) : 20;
+    int tiny = argc > 2 && strcmp(argv[2], "tiny") == 0;
     size_t counts[NT], total = 0;
     float *bufs[NT];
     hvd_handle h[NT];
@@ -35,6 +40,8 @@ int main(int argc, char **argv)
             i % 3 != 2 ? (size_t)(64 << (i % 5)) : (size_t)4096 << (i % 10);
         if (i % 50 == 49)
             counts[i] = 2359296;
+        if (tiny)
+            counts[i] = 16;
         total += counts[i];
         bufs[i] = calloc(counts[i], sizeof(float));
     }
@@ -57,8 +64,8 @@ int main(int argc, char **argv)
     }
     double dt = now() - t0;
     if (hvd_rank() == 0)
-        printf("np %d, %d tensors, %.1f MiB per step: %.2f steps/s "
-               "(%.1f ms per step)\n",
+        printf("np %d, %d tensors, %.3f MiB per step: %.2f steps/s "
+               "(%.2f ms per step)\n",
                hvd_size(), NT, total * 4.0 / (1 << 20), steps / dt,
                dt / steps * 1e3);
     hvd_shutdown();
