@@ -118,37 +118,20 @@ static int check_number(const char *what, const char *arg, char *err, size_t n)
     return 0;
 }
 
-static int opt_fusion(struct hr_opts *o, const char *arg, char *err, size_t n)
-{
-    o->fusion_threshold_mb = arg;
-    return check_number("--fusion-threshold-mb", arg, err, n);
-}
-
-static int opt_cycle(struct hr_opts *o, const char *arg, char *err, size_t n)
-{
-    o->cycle_time_ms = arg;
-    return check_number("--cycle-time-ms", arg, err, n);
-}
-
-static int opt_cache(struct hr_opts *o, const char *arg, char *err, size_t n)
-{
-    o->cache_capacity = arg;
-    return check_number("--cache-capacity", arg, err, n);
-}
-
-static int opt_stall_warn(struct hr_opts *o, const char *arg, char *err,
-                          size_t n)
-{
-    o->stall_warn_s = arg;
-    return check_number("--stall-check-warning-time-seconds", arg, err, n);
-}
-
-static int opt_stall_shutdown(struct hr_opts *o, const char *arg, char *err,
-                              size_t n)
-{
-    o->stall_shutdown_s = arg;
-    return check_number("--stall-check-shutdown-time-seconds", arg, err, n);
-}
+/* Options that store a number the ranks read from their environment. */
+#define NUMBER(fn, field, name)                                                \
+    static int fn(struct hr_opts *o, const char *arg, char *err, size_t n)     \
+    {                                                                          \
+        o->field = arg;                                                        \
+        return check_number(name, arg, err, n);                                \
+    }
+NUMBER(opt_fusion, fusion_threshold_mb, "--fusion-threshold-mb")
+NUMBER(opt_cycle, cycle_time_ms, "--cycle-time-ms")
+NUMBER(opt_cache, cache_capacity, "--cache-capacity")
+NUMBER(opt_stall_warn, stall_warn_s, "--stall-check-warning-time-seconds")
+NUMBER(opt_stall_shutdown, stall_shutdown_s,
+       "--stall-check-shutdown-time-seconds")
+#undef NUMBER
 
 static int opt_no_stall(struct hr_opts *o, const char *arg, char *err, size_t n)
 {

@@ -8,25 +8,13 @@
 #include "common/hvd_err.h"
 #include "ctx.h"
 
-static int grow(uint8_t **buf, size_t *cap, size_t want)
-{
-    if (*cap >= want)
-        return 0;
-    uint8_t *nb = realloc(*buf, want);
-    if (nb == NULL)
-        return HVD_ENOMEM;
-    *buf = nb;
-    *cap = want;
-    return 0;
-}
-
 /* Small tensors travel whole and are folded in rank order: concatenated,
  * they are folded the same way. */
 static int fuse_small(struct hvd_ctx *c, struct hvd_work **ws, int n,
                       size_t total, char *err, size_t errlen)
 {
     size_t es = hvd_dtype_size(ws[0]->dtype), off = 0;
-    if (grow(&c->fuse_buf, &c->fuse_cap, total * es))
+    if (hvd__grow(&c->fuse_buf, &c->fuse_cap, total * es))
         return HVD_ENOMEM;
     for (int i = 0; i < n; i++) {
         memcpy(c->fuse_buf + off, ws[i]->sendbuf, ws[i]->count * es);
@@ -52,7 +40,7 @@ static int fuse_large(struct hvd_ctx *c, struct hvd_work **ws, int n,
     size_t *bounds = calloc((size_t)size + 1, sizeof(*bounds));
     int rc = HVD_ENOMEM;
 
-    if (bounds == NULL || grow(&c->fuse_buf, &c->fuse_cap, total * es))
+    if (bounds == NULL || hvd__grow(&c->fuse_buf, &c->fuse_cap, total * es))
         goto out;
     /* Pack: segment by segment, tensor by tensor. */
     size_t off = 0;

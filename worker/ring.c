@@ -61,7 +61,7 @@ void hvd__ring_close(struct hvd_ring *r)
     r->next_fd = r->prev_fd = -1;
 }
 
-static int grow(uint8_t **buf, size_t *cap, size_t want)
+int hvd__grow(uint8_t **buf, size_t *cap, size_t want)
 {
     if (*cap >= want)
         return 0;
@@ -101,7 +101,7 @@ static int run(struct hvd_ring *r, const struct sched *sc, char *err,
     size_t sbytes = 0, rbytes = 0, rdone = 0, held = 0;
     int64_t idle_since = 0;
 
-    if (grow(&r->stage, &r->stage_cap, RING_STAGE))
+    if (hvd__grow(&r->stage, &r->stage_cap, RING_STAGE))
         return HVD_ENOMEM;
     for (;;) {
         while (si < sc->nsend &&
@@ -255,7 +255,8 @@ int hvd__ring_gather_reduce(struct hvd_ring *r, const void *sendbuf,
     size_t *bytes = malloc((size_t)r->size * sizeof(*bytes));
     int rc = HVD_ENOMEM;
 
-    if (bytes == NULL || grow(&r->acc, &r->acc_cap, block * (size_t)r->size))
+    if (bytes == NULL ||
+        hvd__grow(&r->acc, &r->acc_cap, block * (size_t)r->size))
         goto out;
     for (int i = 0; i < r->size; i++)
         bytes[i] = block;
@@ -287,7 +288,7 @@ int hvd__ring_allreduce(struct hvd_ring *r, const void *sendbuf, void *recvbuf,
         return HVD_EINVAL;
     if (n == 1) {
         if (acc_dt != dt) {
-            if (grow(&r->acc, &r->acc_cap, count > 0 ? count * aes : 1))
+            if (hvd__grow(&r->acc, &r->acc_cap, count > 0 ? count * aes : 1))
                 return HVD_ENOMEM;
             hvd__widen(r->acc, sendbuf, count, dt);
             hvd__finish(out, r->acc, count, dt, op, 1);
@@ -327,7 +328,7 @@ int hvd__ring_reduce_segs(struct hvd_ring *r, const void *sendbuf,
     int rc = 0;
 
     if (acc_dt != dt) {
-        if (grow(&r->acc, &r->acc_cap, count * aes))
+        if (hvd__grow(&r->acc, &r->acc_cap, count * aes))
             return HVD_ENOMEM;
         acc = r->acc;
     }

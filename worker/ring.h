@@ -34,6 +34,8 @@ struct hvd_ring {
 };
 
 void hvd__ring_init(struct hvd_ring *r, int rank, int size);
+/* Grows a buffer to at least want bytes (contents kept). 0 or HVD_ENOMEM. */
+int hvd__grow(uint8_t **buf, size_t *cap, size_t want);
 /* Frees the buffers and closes the sockets. */
 void hvd__ring_close(struct hvd_ring *r);
 
