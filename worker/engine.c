@@ -379,6 +379,64 @@ out:
 }
 
 /*
+ * Feeds every rank's message to the table in rank order. Cached requests
+ * that every rank sent this cycle are ready at once (in cache order, the
+ * same on every rank): in steady state that is all of them, and the work
+ * is a bitwise AND of the ranks' bitmaps plus one step per ready tensor.
+ */
+static int feed(struct hvd_ctx *c, const uint8_t *all, const size_t *lens,
+                struct hvd_resp **resp, size_t *nresp)
+{
+    size_t nbytes = (c->neg.ncache + 7) / 8, off = 0;
+    const uint8_t **bits = calloc((size_t)c->size, sizeof(*bits));
+    struct hvd_req **reqs = calloc((size_t)c->size, sizeof(*reqs));
+    size_t *nreqs = calloc((size_t)c->size, sizeof(*nreqs));
+    uint8_t *every = malloc(nbytes + 1);
+    int rc = HVD_ENOMEM;
+
+    if (bits == NULL || reqs == NULL || nreqs == NULL || every == NULL)
+        goto out;
+    rc = 0;
+    for (int r = 0; r < c->size && rc == 0; r++) {
+        rc = hvd__neg_decode(&c->neg, all + off, lens[r], &bits[r], &reqs[r],
+                             &nreqs[r]);
+        off += lens[r];
+    }
+    if (rc)
+        goto out;
+    memset(every, 0xff, nbytes);
+    for (int r = 0; r < c->size; r++)
+        for (size_t b = 0; b < nbytes; b++)
+            every[b] &= bits[r][b];
+    for (size_t id = 0; id < c->neg.ncache && rc == 0; id++)
+        if (every[id / 8] >> (id % 8) & 1)
+            rc = hvd__neg_ready_cached(&c->neg, id, resp, nresp);
+    for (int r = 0; r < c->size && rc == 0; r++) {
+        for (size_t id = 0; id < c->neg.ncache && rc == 0; id++)
+            if ((bits[r][id / 8] & ~every[id / 8]) >> (id % 8) & 1)
+                rc = hvd__neg_add_cached(&c->neg, r, id, resp, nresp);
+        for (size_t i = 0; i < nreqs[r] && rc == 0; i++) {
+            struct hvd_req *q = &reqs[r][i];
+            if (q->kind == HVD_REQ_STALL)
+                rc = r != 0 ? 0
+                            : hvd__neg_fail_stalled(&c->neg, q->name,
+                                                    c->stall_shutdown_s, resp,
+                                                    nresp);
+            else
+                rc = hvd__neg_add(&c->neg, r, q, resp, nresp);
+        }
+    }
+out:
+    for (int r = 0; reqs && r < c->size; r++)
+        hvd__neg_free_reqs(reqs[r], nreqs[r]);
+    free(bits);
+    free(reqs);
+    free(nreqs);
+    free(every);
+    return rc;
+}
+
+/*
  * One negotiation cycle: every rank's new requests go to every rank (a
  * ring allgather, so each rank plays the coordinator's part on identical
  * input), each rank feeds them to its table in rank order, and runs what
@@ -425,23 +483,7 @@ static void cycle(struct hvd_ctx *c)
     rc = hvd__exec_gather(c, enc, enclen, &all, lens, err, sizeof(err));
     if (rc)
         goto out;
-    size_t off = 0;
-    for (int r = 0; r < c->size && rc == 0; r++) {
-        struct hvd_req *reqs;
-        size_t nreqs;
-        rc = hvd__neg_decode(&c->neg, all + off, lens[r], &reqs, &nreqs);
-        for (size_t i = 0; i < nreqs && rc == 0; i++) {
-            if (reqs[i].kind == HVD_REQ_STALL)
-                rc = r != 0 ? 0
-                            : hvd__neg_fail_stalled(&c->neg, reqs[i].name,
-                                                    c->stall_shutdown_s, &resp,
-                                                    &nresp);
-            else
-                rc = hvd__neg_add(&c->neg, r, &reqs[i], &resp, &nresp);
-        }
-        hvd__neg_free_reqs(reqs, nreqs);
-        off += lens[r];
-    }
+    rc = feed(c, all, lens, &resp, &nresp);
     if (rc == 0)
         respond(c, resp, nresp);
 out:

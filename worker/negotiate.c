@@ -311,15 +311,26 @@ int hvd__neg_encode(const struct hvd_neg *t, const struct hvd_req *reqs,
                     size_t n, uint8_t **out, size_t *len)
 {
     struct hvd_wbuf w;
-    hvd_wbuf_init(&w);
-    hvd_wbuf_u32(&w, (uint32_t)n);
+    size_t nbytes = (t->ncache + 7) / 8, nfull = 0;
+    uint8_t *bits = calloc(nbytes + 1, 1);
+    int32_t *ids = malloc((n + 1) * sizeof(*ids));
+    int err = HVD_ENOMEM;
+
+    if (bits == NULL || ids == NULL)
+        goto out;
     for (size_t i = 0; i < n; i++) {
-        int32_t id = cache_find(t, &reqs[i]);
-        hvd_wbuf_u8(&w, id >= 0);
-        if (id >= 0) {
-            hvd_wbuf_u32(&w, (uint32_t)id);
+        ids[i] = cache_find(t, &reqs[i]);
+        if (ids[i] >= 0)
+            bits[ids[i] / 8] |= (uint8_t)(1u << (ids[i] % 8));
+        else
+            nfull++;
+    }
+    hvd_wbuf_init(&w);
+    hvd_wbuf_bytes(&w, bits, nbytes);
+    hvd_wbuf_u32(&w, (uint32_t)nfull);
+    for (size_t i = 0; i < n; i++) {
+        if (ids[i] >= 0)
             continue;
-        }
         hvd_wbuf_u8(&w, reqs[i].kind);
         hvd_wbuf_u8(&w, reqs[i].dtype);
         hvd_wbuf_u8(&w, reqs[i].op);
@@ -330,21 +341,50 @@ int hvd__neg_encode(const struct hvd_neg *t, const struct hvd_req *reqs,
         hvd_wbuf_u8(&w, reqs[i].compress);
         double f[2] = {reqs[i].prescale, reqs[i].postscale};
         for (int k = 0; k < 2; k++) {
-            uint64_t bits;
-            memcpy(&bits, &f[k], sizeof(bits));
-            hvd_wbuf_u32(&w, (uint32_t)(bits >> 32));
-            hvd_wbuf_u32(&w, (uint32_t)bits);
+            uint64_t b;
+            memcpy(&b, &f[k], sizeof(b));
+            hvd_wbuf_u32(&w, (uint32_t)(b >> 32));
+            hvd_wbuf_u32(&w, (uint32_t)b);
         }
     }
     /* The frame header is not needed on the ring: hand out the payload. */
     uint8_t *f;
-    int err = hvd_wbuf_finish(&w, 0, &f, len);
+    err = hvd_wbuf_finish(&w, 0, &f, len);
     hvd_wbuf_close(&w);
     if (err)
-        return err;
+        goto out;
     *len -= HVD_FRAME_HDR;
     memmove(f, f + HVD_FRAME_HDR, *len);
     *out = f;
+out:
+    free(bits);
+    free(ids);
+    return err;
+}
+
+int hvd__neg_add_cached(struct hvd_neg *t, int rank, size_t id,
+                        struct hvd_resp **out, size_t *nout)
+{
+    return id < t->ncache ? hvd__neg_add(t, rank, &t->cache[id], out, nout)
+                          : HVD_EPROTO;
+}
+
+int hvd__neg_ready_cached(struct hvd_neg *t, size_t id, struct hvd_resp **out,
+                          size_t *nout)
+{
+    if (id >= t->ncache)
+        return HVD_EPROTO;
+    struct hvd_resp *o = realloc(*out, (*nout + 1) * sizeof(**out));
+    if (o == NULL)
+        return HVD_ENOMEM;
+    *out = o;
+    struct hvd_resp *r = &o[(*nout)++];
+    memset(r, 0, sizeof(*r));
+    r->req = t->cache[id];
+    if ((r->req.name = strdup(t->cache[id].name)) == NULL) {
+        (*nout)--;
+        return HVD_ENOMEM;
+    }
     return 0;
 }
 
@@ -356,33 +396,27 @@ void hvd__neg_free_reqs(struct hvd_req *reqs, size_t n)
 }
 
 int hvd__neg_decode(const struct hvd_neg *t, const uint8_t *p, size_t len,
-                    struct hvd_req **reqs, size_t *n)
+                    const uint8_t **bits, struct hvd_req **reqs, size_t *n)
 {
     struct hvd_rbuf r;
+    size_t nbytes;
     hvd_rbuf_init(&r, p, len);
-    uint32_t cnt = hvd_rbuf_u32(&r);
     *reqs = NULL;
     *n = 0;
-    /* Each request takes at least 5 bytes: no forged count allocates. */
-    if (r.err || cnt > (len - 4) / 5)
+    *bits = hvd_rbuf_bytes(&r, &nbytes);
+    /* The bitmap covers exactly the cache, which every rank shares. */
+    if (r.err || nbytes != (t->ncache + 7) / 8 ||
+        (t->ncache % 8 && nbytes &&
+         ((*bits)[nbytes - 1] >> (t->ncache % 8)) != 0))
+        return r.err ? r.err : HVD_EPROTO;
+    uint32_t cnt = hvd_rbuf_u32(&r);
+    /* Each request takes at least 35 bytes: no forged count allocates. */
+    if (r.err || cnt > (r.len - r.off) / 35)
         return r.err ? r.err : HVD_EPROTO;
     struct hvd_req *a = calloc(cnt ? cnt : 1, sizeof(*a));
     if (a == NULL)
         return HVD_ENOMEM;
     for (uint32_t i = 0; i < cnt; i++) {
-        if (hvd_rbuf_u8(&r)) {
-            uint32_t id = hvd_rbuf_u32(&r);
-            if (r.err || id >= t->ncache) {
-                r.err = r.err ? r.err : HVD_EPROTO;
-                break;
-            }
-            a[i] = t->cache[id];
-            if ((a[i].name = strdup(t->cache[id].name)) == NULL) {
-                r.err = HVD_ENOMEM;
-                break;
-            }
-            continue;
-        }
         a[i].kind = hvd_rbuf_u8(&r);
         a[i].dtype = hvd_rbuf_u8(&r);
         a[i].op = hvd_rbuf_u8(&r);
@@ -393,9 +427,9 @@ int hvd__neg_decode(const struct hvd_neg *t, const uint8_t *p, size_t len,
         a[i].compress = hvd_rbuf_u8(&r);
         double *f[2] = {&a[i].prescale, &a[i].postscale};
         for (int k = 0; k < 2; k++) {
-            uint64_t bits = (uint64_t)hvd_rbuf_u32(&r) << 32;
-            bits |= hvd_rbuf_u32(&r);
-            memcpy(f[k], &bits, sizeof(bits));
+            uint64_t b = (uint64_t)hvd_rbuf_u32(&r) << 32;
+            b |= hvd_rbuf_u32(&r);
+            memcpy(f[k], &b, sizeof(b));
         }
     }
     int err = hvd_rbuf_done(&r);

@@ -82,16 +82,28 @@ int hvd__neg_fail_stalled(struct hvd_neg *t, const char *name, double secs,
  * the same order. */
 void hvd__neg_cache_put(struct hvd_neg *t, const struct hvd_req *req);
 
-/* Request lists on the wire: u32 n, then per request u8 tag: 1 and a u32
- * cache id, or 0 and u8 kind, u8 dtype, u8 op, i32 root, u64 count (two
- * u32), str name, u8 compress, and the prescale and postscale factors
- * (IEEE doubles as two u32 each). */
+/* Records that rank asked for cached request id (as hvd__neg_add). */
+int hvd__neg_add_cached(struct hvd_neg *t, int rank, size_t id,
+                        struct hvd_resp **out, size_t *nout);
+/* Cached request id that every rank asked for in this cycle: ready at
+ * once, without the table. */
+int hvd__neg_ready_cached(struct hvd_neg *t, size_t id, struct hvd_resp **out,
+                          size_t *nout);
+
+/*
+ * Request lists on the wire: the cached requests as a bitmap over the
+ * cache (length-prefixed, one bit per id), then u32 n and the others in
+ * full: u8 kind, u8 dtype, u8 op, i32 root, u64 count (two u32), str
+ * name, u8 compress, and the prescale and postscale factors (IEEE doubles
+ * as two u32 each). In steady state a cycle's message is the bitmap alone.
+ */
 int hvd__neg_encode(const struct hvd_neg *t, const struct hvd_req *reqs,
                     size_t n, uint8_t **out, size_t *len);
-/* Decodes into a new array (*reqs, *n), cache ids expanded; free with
+/* Decodes: *bits points into p at the bitmap ((ncache + 7) / 8 bytes), the
+ * full requests go into a new array (*reqs, *n); free it with
  * hvd__neg_free_reqs. */
 int hvd__neg_decode(const struct hvd_neg *t, const uint8_t *p, size_t len,
-                    struct hvd_req **reqs, size_t *n);
+                    const uint8_t **bits, struct hvd_req **reqs, size_t *n);
 void hvd__neg_free_reqs(struct hvd_req *reqs, size_t n);
 
 #endif

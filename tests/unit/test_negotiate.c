@@ -148,9 +148,10 @@ Test(negotiate, wire_round_trip_and_truncation)
     uint8_t *p;
     size_t len, n;
     struct hvd_req *out;
+    const uint8_t *bits;
     hvd__neg_init(&t, 2, 0);
     cr_assert_eq(hvd__neg_encode(&t, in, 2, &p, &len), 0);
-    cr_assert_eq(hvd__neg_decode(&t, p, len, &out, &n), 0);
+    cr_assert_eq(hvd__neg_decode(&t, p, len, &bits, &out, &n), 0);
     cr_assert_eq(n, 2);
     cr_expect_str_eq(out[0].name, "alpha");
     cr_expect_eq(out[0].count, 1ull << 40);
@@ -160,45 +161,61 @@ Test(negotiate, wire_round_trip_and_truncation)
     cr_expect_eq(out[1].postscale, 0.25);
     hvd__neg_free_reqs(out, n);
     for (size_t cut = 0; cut < len; cut++) {
-        cr_expect_lt(hvd__neg_decode(&t, p, cut, &out, &n), 0, "cut %zu", cut);
+        cr_expect_lt(hvd__neg_decode(&t, p, cut, &bits, &out, &n), 0, "cut %zu",
+                     cut);
         cr_expect_null(out);
     }
     free(p);
-    uint8_t forged[] = {0xff, 0xff, 0xff, 0xff};
-    cr_expect_eq(hvd__neg_decode(&t, forged, 4, &out, &n), HVD_EPROTO);
+    uint8_t forged[] = {0, 0, 0, 0, 0xff, 0xff, 0xff, 0xff};
+    cr_expect_eq(hvd__neg_decode(&t, forged, sizeof(forged), &bits, &out, &n),
+                 HVD_EPROTO);
     hvd__neg_close(&t);
 }
 
-Test(negotiate, cached_requests_travel_as_ids)
+Test(negotiate, cached_requests_travel_as_bits)
 {
     struct hvd_neg t;
     struct hvd_req a = req("layer.weight", 4096), b = req("layer.bias", 64);
+    struct hvd_req c = req("other", 1);
+    struct hvd_resp *r = NULL;
     uint8_t *p, *q;
-    size_t plen, qlen, n;
+    size_t plen, qlen, n, nr = 0;
     struct hvd_req *out;
+    const uint8_t *bits;
 
-    hvd__neg_init(&t, 2, 1);
+    hvd__neg_init(&t, 2, 2);
     cr_assert_eq(hvd__neg_encode(&t, &a, 1, &p, &plen), 0);
     hvd__neg_cache_put(&t, &a);
-    hvd__neg_cache_put(&t, &b); /* no room: capacity 1 */
-    cr_assert_eq(hvd__neg_encode(&t, &a, 1, &q, &qlen), 0);
-    cr_expect_eq(qlen, 4 + 5, "a cached request is a tag and an id");
-    cr_expect_lt(qlen, plen);
-    cr_assert_eq(hvd__neg_decode(&t, q, qlen, &out, &n), 0);
-    cr_assert_eq(n, 1);
-    cr_expect_str_eq(out[0].name, "layer.weight");
-    cr_expect_eq(out[0].count, 4096);
+    hvd__neg_cache_put(&t, &b);
+    hvd__neg_cache_put(&t, &c); /* no room: capacity 2 */
+    struct hvd_req both[2] = {b, a};
+    cr_assert_eq(hvd__neg_encode(&t, both, 2, &q, &qlen), 0);
+    cr_expect_eq(qlen, 4 + 1 + 4, "two cached requests are two bits");
+    cr_assert_eq(hvd__neg_decode(&t, q, qlen, &bits, &out, &n), 0);
+    cr_expect_eq(n, 0);
+    cr_expect_eq(bits[0], 3);
     hvd__neg_free_reqs(out, n);
     free(q);
+    /* Ready at once, or through the table when only one rank sent it. */
+    cr_assert_eq(hvd__neg_ready_cached(&t, 1, &r, &nr), 0);
+    cr_assert_eq(hvd__neg_add_cached(&t, 0, 0, &r, &nr), 0);
+    cr_expect_eq(nr, 1);
+    cr_assert_eq(hvd__neg_add_cached(&t, 1, 0, &r, &nr), 0);
+    cr_assert_eq(nr, 2);
+    cr_expect_str_eq(r[0].req.name, "layer.bias");
+    cr_expect_str_eq(r[1].req.name, "layer.weight");
+    cr_expect_eq(hvd__neg_ready_cached(&t, 2, &r, &nr), HVD_EPROTO);
+    free_resp(r, nr);
     /* A request that differs from the cached one in any field travels in
      * full, so the table can still tell the ranks apart. */
     a.count = 4097;
     cr_assert_eq(hvd__neg_encode(&t, &a, 1, &q, &qlen), 0);
-    cr_expect_eq(qlen, plen);
+    cr_expect_eq(qlen, plen + 1);
     free(q);
     free(p);
-    /* An id beyond the cache is an error, not a read out of bounds. */
-    uint8_t bad[] = {0, 0, 0, 1, 1, 0, 0, 0, 7};
-    cr_expect_eq(hvd__neg_decode(&t, bad, sizeof(bad), &out, &n), HVD_EPROTO);
+    /* Bits beyond the cache are an error, not a read out of bounds. */
+    uint8_t bad[] = {0, 0, 0, 1, 0x04, 0, 0, 0, 0};
+    cr_expect_eq(hvd__neg_decode(&t, bad, sizeof(bad), &bits, &out, &n),
+                 HVD_EPROTO);
     hvd__neg_close(&t);
 }
