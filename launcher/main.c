@@ -4,6 +4,7 @@
 
 #include "cli.h"
 #include "common/hostspec.h"
+#include "common/envc.h"
 #include "common/hvd_err.h"
 #include "common/log.h"
 #include "common/plan.h"
@@ -33,22 +34,22 @@ int main(int argc, char **argv)
         char bytes[32];
         snprintf(bytes, sizeof(bytes), "%.0f",
                  atof(o.fusion_threshold_mb) * 1024 * 1024);
-        setenv("HOROVOD_FUSION_THRESHOLD", bytes, 1);
+        setenv(HVD_ENV_FUSION_THRESHOLD, bytes, 1);
     }
     if (o.cycle_time_ms)
-        setenv("HOROVOD_CYCLE_TIME", o.cycle_time_ms, 1);
+        setenv(HVD_ENV_CYCLE_TIME, o.cycle_time_ms, 1);
     if (o.cache_capacity)
-        setenv("HOROVOD_CACHE_CAPACITY", o.cache_capacity, 1);
+        setenv(HVD_ENV_CACHE_CAPACITY, o.cache_capacity, 1);
     if (o.stall_warn_s)
-        setenv("HOROVOD_STALL_CHECK_TIME_SECONDS", o.stall_warn_s, 1);
+        setenv(HVD_ENV_STALL_WARN, o.stall_warn_s, 1);
     if (o.stall_shutdown_s)
-        setenv("HOROVOD_STALL_SHUTDOWN_TIME_SECONDS", o.stall_shutdown_s, 1);
+        setenv(HVD_ENV_STALL_SHUTDOWN, o.stall_shutdown_s, 1);
     if (o.no_stall_check)
-        setenv("HOROVOD_STALL_CHECK_DISABLE", "1", 1);
+        setenv(HVD_ENV_STALL_DISABLE, "1", 1);
     if (o.timeline)
-        setenv("HOROVOD_TIMELINE", o.timeline, 1);
+        setenv(HVD_ENV_TIMELINE, o.timeline, 1);
     if (o.timeline_mark_cycles)
-        setenv("HOROVOD_TIMELINE_MARK_CYCLES", "1", 1);
+        setenv(HVD_ENV_TIMELINE_MARK_CYCLES, "1", 1);
 
     if (o.hosts)
         rc = hvd_hostlist_parse_spec(&hl, o.hosts, err, sizeof(err));

@@ -9,6 +9,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "common/envc.h"
 #include "common/hvd_err.h"
 #include "common/rdvproto.h"
 #include "ctx.h"
@@ -615,24 +616,24 @@ int hvd__engine_start(struct hvd_ctx *c)
         return HVD_ESYS;
     c->npend_slots = 1024;
     c->pend = calloc(c->npend_slots, sizeof(*c->pend));
-    const char *cc = getenv("HOROVOD_CACHE_CAPACITY");
+    const char *cc = getenv(HVD_ENV_CACHE_CAPACITY);
     size_t cache = cc ? (size_t)strtoull(cc, NULL, 10) : 1024;
     if (c->pend == NULL || hvd__neg_init(&c->neg, c->size, cache) != 0)
         return HVD_ENOMEM;
-    const char *ft = getenv("HOROVOD_FUSION_THRESHOLD");
+    const char *ft = getenv(HVD_ENV_FUSION_THRESHOLD);
     c->fusion_threshold = ft ? (size_t)strtoull(ft, NULL, 10) : 128u << 20;
-    const char *sw = getenv("HOROVOD_STALL_CHECK_TIME_SECONDS");
-    const char *ss = getenv("HOROVOD_STALL_SHUTDOWN_TIME_SECONDS");
-    const char *sd = getenv("HOROVOD_STALL_CHECK_DISABLE");
+    const char *sw = getenv(HVD_ENV_STALL_WARN);
+    const char *ss = getenv(HVD_ENV_STALL_SHUTDOWN);
+    const char *sd = getenv(HVD_ENV_STALL_DISABLE);
     c->stall_warn_s = sw && atof(sw) > 0 ? atof(sw) : 60;
     c->stall_shutdown_s = ss && atof(ss) > 0 ? atof(ss) : 0;
     c->stall_off = sd && atoi(sd) != 0;
-    const char *tl = getenv("HOROVOD_TIMELINE");
-    const char *mc = getenv("HOROVOD_TIMELINE_MARK_CYCLES");
+    const char *tl = getenv(HVD_ENV_TIMELINE);
+    const char *mc = getenv(HVD_ENV_TIMELINE_MARK_CYCLES);
     if (hvd__timeline_open(&c->tl, c->rank == 0 ? tl : NULL,
                            mc && atoi(mc) != 0) != 0)
         return HVD_ESYS;
-    const char *ct = getenv("HOROVOD_CYCLE_TIME");
+    const char *ct = getenv(HVD_ENV_CYCLE_TIME);
     c->cycle_ms = ct ? atof(ct) : 1.0;
     if (c->cycle_ms < 0)
         c->cycle_ms = 0;
@@ -642,7 +643,7 @@ int hvd__engine_start(struct hvd_ctx *c)
      * background thread per rank spins, callers sleep (measured on two
      * cores: callers that spin too slow everything down). */
     long cpus = sysconf(_SC_NPROCESSORS_ONLN);
-    const char *v = getenv("HOROVOD_SPIN_US");
+    const char *v = getenv(HVD_ENV_SPIN_US);
     int spin = v ? atoi(v) : 20;
     c->spin_us = c->local_size <= cpus && spin > 0 ? spin : 0;
     c->ring.spin_us = c->spin_us;
