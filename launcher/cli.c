@@ -248,7 +248,11 @@ void hr_cli_help(FILE *out)
             n = snprintf(left, sizeof(left), "-%c, ", op->short_name);
         snprintf(left + n, sizeof(left) - (size_t)n, "--%s%s%s", op->name,
                  op->arg ? " " : "", op->arg ? op->arg : "");
-        fprintf(out, "  %-28s %s\n", left, op->help);
+        /* Long names get the help on a line of its own. */
+        if (strlen(left) > 28)
+            fprintf(out, "  %s\n  %-28s %s\n", left, "", op->help);
+        else
+            fprintf(out, "  %-28s %s\n", left, op->help);
     }
     fprintf(out, "\nThe command is everything after the options (or after "
                  "'--').\nSee horovodrun(1) for the environment given to "

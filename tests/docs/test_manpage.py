@@ -64,6 +64,8 @@ def help_options(exe):
     for line in lines[start:]:
         if not line.strip():
             break  # the option table ends at the first blank line
+        if line.startswith("    ") and entries:
+            continue  # a long option's help, on a line of its own
         m = OPTION_LINE.match(line)
         if m is None:
             fail("cannot parse --help line %r" % line)
