@@ -6,24 +6,43 @@
 #include "ctx.h"
 #include "reduce.h"
 
+/* Every rank's count first, then the data straight into the result:
+ * unlike negotiation messages, tensors are not worth an extra copy. */
 static int do_allgather(struct hvd_ctx *c, struct hvd_work *w)
 {
-    size_t es = hvd_dtype_size(w->dtype), total = 0;
-    uint8_t *all;
-    int rc = hvd__exec_gather(c, w->sendbuf, w->count * es, &all, w->counts,
-                              w->err, sizeof(w->err));
+    size_t es = hvd_dtype_size(w->dtype), total = 0, n = (size_t)c->size;
+    uint64_t *counts = calloc(n, sizeof(*counts));
+    size_t *bytes = calloc(n, sizeof(*bytes));
+    uint8_t *all = NULL;
+    int rc = HVD_ENOMEM;
+
+    if (counts == NULL || bytes == NULL)
+        goto out;
+    for (size_t i = 0; i < n; i++)
+        bytes[i] = sizeof(uint64_t);
+    counts[c->rank] = w->count;
+    rc = hvd__ring_allgatherv(&c->ring, &counts[c->rank], counts, bytes, w->err,
+                              sizeof(w->err));
     if (rc)
-        return rc;
-    for (int i = 0; i < c->size; i++) {
-        total += w->counts[i];
-        w->counts[i] /= es;
+        goto out;
+    for (size_t i = 0; i < n; i++) {
+        w->counts[i] = (size_t)counts[i];
+        total += bytes[i] = w->counts[i] * es;
     }
-    if (total == 0) {
+    if (total > 0 && (all = malloc(total)) == NULL) {
+        rc = HVD_ENOMEM;
+        goto out;
+    }
+    rc = hvd__ring_allgatherv(&c->ring, w->sendbuf, all, bytes, w->err,
+                              sizeof(w->err));
+out:
+    if (rc == 0)
+        *w->gathered = all;
+    else
         free(all);
-        all = NULL;
-    }
-    *w->gathered = all;
-    return 0;
+    free(counts);
+    free(bytes);
+    return rc;
 }
 
 /* An allreduce with options: the input scaled (and, compressed, narrowed

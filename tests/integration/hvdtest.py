@@ -438,3 +438,41 @@ def main():
                              "HVD_* variables\n" % (what, path))
             sys.exit(1)
     unittest.main(verbosity=2)
+
+
+# Rank programs that more than one test file runs.
+
+# Numbered lines to stdout and stderr in raw writes of random sizes (N, the
+# lines per stream, is prepended by the caller).
+ORDERED = r"""
+import os, random
+r = int(os.environ["HOROVOD_RANK"])
+rnd = random.Random(r)
+def body(stream, n):
+    return "".join("%d:%s:%d:%s\n" % (r, stream, i, "x" * rnd.randrange(0, 300))
+                   for i in range(n)).encode()
+bufs = {1: body("out", N), 2: body("err", N)}
+while any(bufs.values()):
+    fd = rnd.choice([fd for fd in bufs if bufs[fd]])
+    k = rnd.randrange(1, 5000)
+    os.write(fd, bufs[fd][:k])
+    bufs[fd] = bufs[fd][k:]
+"""
+ORDERED_RE = re.compile(r"^(\d+):(out|err):(\d+):(x*)$")
+
+# Ranks that report SIGINT and then die of it.
+INT_DIES = r"""
+import os, signal, sys, time
+r = os.environ["HOROVOD_RANK"]
+def on_int(sig, frame):
+    print("rank %s got SIGINT" % r, flush=True)
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+    os.kill(os.getpid(), signal.SIGINT)
+    time.sleep(5)
+signal.signal(signal.SIGINT, on_int)
+signal.signal(signal.SIGTERM, lambda s, f: None)
+print("ready", flush=True)
+for i in range(600):
+    time.sleep(0.1)
+print("never interrupted", flush=True)
+"""

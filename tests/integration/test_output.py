@@ -10,22 +10,8 @@ from hvdtest import py, sh
 
 # Each rank writes N numbered lines of varying length to stdout and to
 # stderr, in raw writes of random sizes that cut lines anywhere.
-ORDERED = r"""
-import os, random
-r = int(os.environ["HOROVOD_RANK"])
-rnd = random.Random(r)
-def body(stream, n):
-    return "".join("%d:%s:%d:%s\n" % (r, stream, i, "x" * rnd.randrange(0, 300))
-                   for i in range(n)).encode()
-bufs = {1: body("out", N), 2: body("err", N)}
-while any(bufs.values()):
-    fd = rnd.choice([fd for fd in bufs if bufs[fd]])
-    k = rnd.randrange(1, 5000)
-    os.write(fd, bufs[fd][:k])
-    bufs[fd] = bufs[fd][k:]
-"""
-
-LINE_RE = re.compile(r"^(\d+):(out|err):(\d+):(x*)$")
+ORDERED = hvdtest.ORDERED
+LINE_RE = hvdtest.ORDERED_RE
 
 
 class OutputTest(hvdtest.TestCase):

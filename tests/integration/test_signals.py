@@ -14,21 +14,7 @@ WARN = hvdtest.WARN_PREFIX
 # fail-fast SIGTERM (after another rank's death) from killing a rank before
 # Python ran its SIGINT handler; Python runs pending handlers in signal
 # number order.
-INT_DIES = r"""
-import os, signal, sys, time
-r = os.environ["HOROVOD_RANK"]
-def on_int(sig, frame):
-    print("rank %s got SIGINT" % r, flush=True)
-    signal.signal(signal.SIGINT, signal.SIG_DFL)
-    os.kill(os.getpid(), signal.SIGINT)
-    time.sleep(5)
-signal.signal(signal.SIGINT, on_int)
-signal.signal(signal.SIGTERM, lambda s, f: None)
-print("ready", flush=True)
-for i in range(600):
-    time.sleep(0.1)
-print("never interrupted", flush=True)
-"""
+INT_DIES = hvdtest.INT_DIES
 
 # Ranks that report SIGTERM and exit 0.
 TERM_EXITS = r"""
@@ -44,7 +30,7 @@ print("never interrupted", flush=True)
 """
 
 # Ranks that ignore SIGINT and SIGTERM.
-STUBBORN = r"""
+IGNORE_INT_TERM = r"""
 import os, signal, time
 signal.signal(signal.SIGINT, signal.SIG_IGN)
 signal.signal(signal.SIGTERM, signal.SIG_IGN)
@@ -53,7 +39,7 @@ time.sleep(60)
 """
 
 # Odd ranks ignore SIGTERM, even ones do not.
-HALF_STUBBORN = r"""
+ODD_IGNORE_TERM = r"""
 import os, signal, time
 if int(os.environ["HOROVOD_RANK"]) % 2:
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
@@ -134,7 +120,7 @@ class SignalTest(hvdtest.TestCase):
     def test_second_sigint_kills_at_once(self):
         # The grace is long: only the second SIGINT can end this job soon.
         job = self.start_hr("-np", "3", "--kill-grace", "60",
-                            *py(STUBBORN))
+                            *py(IGNORE_INT_TERM))
         job.wait_line(is_ready, count=3, timeout=20)
         job.signal(signal.SIGINT)
         job.wait_line(lambda l: l.startswith(WARN + "received SIGINT"),
@@ -159,7 +145,7 @@ class SignalTest(hvdtest.TestCase):
 
     def check_sigkill_leaves_nothing(self, *hosts, nagents):
         job = self.start_hr("-np", "4", "--kill-grace", "1", *hosts,
-                            *py(HALF_STUBBORN))
+                            *py(ODD_IGNORE_TERM))
         job.wait_line(is_ready, count=4, timeout=20)
         procs = hvdtest.marked_procs(self.marker)
         comms = sorted(c for _, c, _ in procs)

@@ -14,6 +14,7 @@ HR = os.environ["HVD_HOROVODRUN"]
 CHECK = os.environ["HVD_COLLCHECK"]
 NEG = os.environ["HVD_NEGCHECK"]
 STALL = os.environ["HVD_STALLCHECK"]
+LINEBUF = os.environ["HVD_LINEBUF"]
 
 # A client that connects to the rendezvous server with a wrong secret.
 BOGUS = r'''
@@ -147,6 +148,42 @@ class RuntimeTest(unittest.TestCase):
                 events = json.load(f)
             # (How many 'big' allreduces made it in depends on speed.)
             self.assertIsInstance(events, list)
+
+    def test_stdout_is_line_buffered_after_init(self):
+        p = subprocess.Popen([HR, "-np", "2", LINEBUF], stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE, stdin=subprocess.DEVNULL,
+                             text=True)
+        start = time.monotonic()
+        try:
+            first = p.stdout.readline()
+            took = time.monotonic() - start
+        finally:
+            p.wait(60)
+        self.assertRegex(first, r"<stdout>:linebuf: rank \d before the sleep")
+        # The ranks sleep 5 s after printing: the line came before that.
+        self.assertLess(took, 4, "the line waited for the rank to exit")
+        self.assertEqual(p.returncode, 0)
+
+    def test_tuning_options_reach_the_ranks(self):
+        p, _ = run([HR, "-np", "1", "--fusion-threshold-mb", "2",
+                    "--cycle-time-ms", "0.5", "--cache-capacity", "7",
+                    "--stall-check-warning-time-seconds", "9",
+                    "--stall-check-shutdown-time-seconds", "11",
+                    "--no-stall-check", "--timeline-filename", "tl.json",
+                    "--timeline-mark-cycles", "env"])
+        self.assertEqual(p.returncode, 0, p.stderr)
+        got = dict(l.split(":", 1)[1].split("=", 1)
+                   for l in p.stdout.splitlines() if "=" in l)
+        want = {"HOROVOD_FUSION_THRESHOLD": "2097152",
+                "HOROVOD_CYCLE_TIME": "0.5",
+                "HOROVOD_CACHE_CAPACITY": "7",
+                "HOROVOD_STALL_CHECK_TIME_SECONDS": "9",
+                "HOROVOD_STALL_SHUTDOWN_TIME_SECONDS": "11",
+                "HOROVOD_STALL_CHECK_DISABLE": "1",
+                "HOROVOD_TIMELINE": "tl.json",
+                "HOROVOD_TIMELINE_MARK_CYCLES": "1"}
+        for k, v in want.items():
+            self.assertEqual(got.get(k), v, k)
 
     def test_64_mib(self):
         p, _ = run([HR, "-np", "3", CHECK, "--big"])

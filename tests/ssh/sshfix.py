@@ -107,11 +107,11 @@ def descendants(pid):
     for c, p in ppid.items():
         kids.setdefault(p, []).append(c)
     out = []
-    todo = list(kids.get(pid, []))
-    while todo:
-        c = todo.pop(0)
+    queue = list(kids.get(pid, []))
+    while queue:
+        c = queue.pop(0)
         out.append(c)
-        todo.extend(kids.get(c, []))
+        queue.extend(kids.get(c, []))
     return out
 
 

@@ -57,7 +57,7 @@ def tearDownModule():
 # that stopping them needs the SIGKILL after the grace.
 SLEEPER = r"""
 import os, signal, time
-if os.environ.get("STUBBORN") and int(os.environ["HOROVOD_RANK"]) % 2:
+if os.environ.get("IGNORE_TERM") and int(os.environ["HOROVOD_RANK"]) % 2:
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
 print("ready", flush=True)
 time.sleep(120)
@@ -79,39 +79,9 @@ while p > 1:
 print("chain", " ".join(map(str, chain)), flush=True)
 """
 
-# Numbered lines to stdout and stderr in raw writes of random sizes.
-ORDERED = r"""
-import os, random
-r = int(os.environ["HOROVOD_RANK"])
-rnd = random.Random(r)
-def body(stream, n):
-    return "".join("%d:%s:%d:%s\n" % (r, stream, i, "x" * rnd.randrange(0, 300))
-                   for i in range(n)).encode()
-bufs = {1: body("out", N), 2: body("err", N)}
-while any(bufs.values()):
-    fd = rnd.choice([fd for fd in bufs if bufs[fd]])
-    k = rnd.randrange(1, 5000)
-    os.write(fd, bufs[fd][:k])
-    bufs[fd] = bufs[fd][k:]
-"""
-ORDERED_RE = re.compile(r"^(\d+):(out|err):(\d+):(x*)$")
-
-# Ranks that report SIGINT and then die of it (see tests/integration).
-INT_DIES = r"""
-import os, signal, sys, time
-r = os.environ["HOROVOD_RANK"]
-def on_int(sig, frame):
-    print("rank %s got SIGINT" % r, flush=True)
-    signal.signal(signal.SIGINT, signal.SIG_DFL)
-    os.kill(os.getpid(), signal.SIGINT)
-    time.sleep(5)
-signal.signal(signal.SIGINT, on_int)
-signal.signal(signal.SIGTERM, lambda s, f: None)
-print("ready", flush=True)
-for i in range(600):
-    time.sleep(0.1)
-print("never interrupted", flush=True)
-"""
+ORDERED = hvdtest.ORDERED
+ORDERED_RE = hvdtest.ORDERED_RE
+INT_DIES = hvdtest.INT_DIES
 
 # A rank that leaves a file behind if it ever starts (in the job's cwd).
 TOUCH = 'touch "started.$HOROVOD_RANK"; echo started'
@@ -592,10 +562,10 @@ class PreflightTest(SshTestCase):
 
 class FailureTest(SshTestCase):
 
-    def running_job(self, *extra, stubborn=False):
+    def running_job(self, *extra, ignore_term=False):
         """A 4-rank job over both hosts whose ranks are all up; returns
         (job, pids of everything under the hosts' sshd sessions)."""
-        kw = {"STUBBORN": "1"} if stubborn else {}
+        kw = {"IGNORE_TERM": "1"} if ignore_term else {}
         job = self.start("-np", "4", "-H", self.c.hosts_arg(2),
                          "--kill-grace", "1", *extra, *py(SLEEPER), **kw)
         job.wait_line(is_ready, count=4, timeout=60)
@@ -625,7 +595,7 @@ class FailureTest(SshTestCase):
                         "after the event" % took)
 
     def test_sshd_session_killed_mid_job(self):
-        job, pids = self.running_job(stubborn=True)
+        job, pids = self.running_job(ignore_term=True)
         t0 = time.monotonic()
         self.assertTrue(self.c.kill_sessions(H2))
         rc = job.wait(30)
@@ -635,7 +605,7 @@ class FailureTest(SshTestCase):
         self.assertTrue(any(H2 in l for l in errs), job.describe())
 
     def test_horovodrun_sigkilled(self):
-        job, pids = self.running_job(stubborn=True)
+        job, pids = self.running_job(ignore_term=True)
         t0 = time.monotonic()
         job.signal(signal.SIGKILL)
         job.wait(10)
@@ -650,7 +620,7 @@ class FailureTest(SshTestCase):
     def test_silent_launcher_stops_remote_ranks(self):
         # A stopped horovodrun keeps its connections open but says
         # nothing, as when the network vanishes: the agents must notice.
-        job, pids = self.running_job(stubborn=True)
+        job, pids = self.running_job(ignore_term=True)
         job.signal(signal.SIGSTOP)
         t0 = time.monotonic()
         try:
@@ -675,7 +645,7 @@ class FailureTest(SshTestCase):
             '    time.sleep(0.5)\n'
             '    raise SystemExit(3)')
         job = self.start("-np", "4", "-H", self.c.hosts_arg(2),
-                         "--kill-grace", "1", *py(script), STUBBORN="1")
+                         "--kill-grace", "1", *py(script), IGNORE_TERM="1")
         job.wait_line(is_ready, count=4, timeout=60)
         rc = job.wait(30)
         self.assertEqual(rc, 3, job.describe())
