@@ -118,6 +118,17 @@ int hvd__engine_start(struct hvd_ctx *c);
 void hvd__engine_submit(struct hvd_ctx *c, struct hvd_request *op);
 /* Waits for op to complete and returns its code. */
 int hvd__engine_wait(struct hvd_ctx *c, struct hvd_request *op);
+/* Failures (failure.c): the first one is sticky and fails every later
+ * collective. */
+void hvd__set_failed(struct hvd_ctx *c, int rc, const char *msg);
+/* Reads the rendezvous server's news (ABORT of a failed rank, or its end). */
+void hvd__read_rdv(struct hvd_ctx *c);
+/* The ring's abort hook (see struct hvd_ring). */
+int hvd__check_abort(void *vctx, char *err, size_t errlen);
+/* A failure seen on the ring: returns the code to fail with. */
+int hvd__ring_failed(struct hvd_ctx *c, int rc, const char *err);
+/* Rank 0's stall inspector (stall.c), run between cycles. */
+void hvd__stall_check(struct hvd_ctx *c);
 /* Runs one collective on the ring (background thread). */
 int hvd__exec(struct hvd_ctx *c, struct hvd_work *w);
 /* Runs n ready allreduces of one dtype and op as fused collectives. */

@@ -15,106 +15,6 @@
 #include "ctx.h"
 #include "sock.h"
 
-/* How long a collective may go on after another rank's failure was
- * announced, for data that was already on its way. */
-#define ABORT_GRACE_MS 2000
-/* How long a rank that lost a neighbour waits to hear of an earlier
- * failure before it reports its own view. */
-#define ECHO_WAIT_MS 300
-
-static void set_failed(struct hvd_ctx *c, int rc, const char *msg)
-{
-    if (c->failed)
-        return;
-    c->failed = 1;
-    c->fail_rc = rc;
-    snprintf(c->fail_msg, sizeof(c->fail_msg), "%s", msg);
-}
-
-/* Reads what the rendezvous server sent: an ABORT names a failed rank and
- * makes the runtime fail; a closed server means horovodrun is gone. */
-static void read_rdv(struct hvd_ctx *c)
-{
-    uint8_t buf[4096];
-    struct hvd_frame f;
-    ssize_t n;
-
-    if (c->rdv_fd < 0)
-        return;
-    while ((n = recv(c->rdv_fd, buf, sizeof(buf), MSG_DONTWAIT)) > 0)
-        if (hvd_frame_reader_push(&c->rdv_reader, buf, (size_t)n) != 0)
-            break;
-    while (hvd_frame_reader_next(&c->rdv_reader, &f) == 1) {
-        int32_t who;
-        char *msg = NULL;
-        if (f.type == HVD_RDV_ABORT &&
-            hvd_rdv_note_decode(f.payload, f.len, &who, &msg) == 0)
-            set_failed(c, HVD_EPEER, msg);
-        free(msg);
-    }
-    if (n == 0 || (n < 0 && errno != EAGAIN && errno != EINTR)) {
-        set_failed(c, HVD_EPEER,
-                   "lost the connection to horovodrun's "
-                   "rendezvous server");
-        close(c->rdv_fd);
-        c->rdv_fd = c->ring.abort_fd = -1;
-    }
-}
-
-/* The ring's abort hook: a running collective fails once a failure was
- * announced and the grace for data already on its way has passed. */
-static int check_abort(void *vctx, char *err, size_t errlen)
-{
-    struct hvd_ctx *c = vctx;
-    read_rdv(c);
-    if (!c->failed)
-        return 0;
-    if (c->ring.abort_deadline == 0)
-        c->ring.abort_deadline = hvd__now_ms() + ABORT_GRACE_MS;
-    if (hvd__now_ms() < c->ring.abort_deadline)
-        return 0;
-    snprintf(err, errlen, "%s", c->fail_msg);
-    return c->fail_rc;
-}
-
-/* A dropped neighbour is often only the echo of a failure elsewhere: give
- * the server a moment to name the rank that failed first. */
-static void await_abort(struct hvd_ctx *c, int ms)
-{
-    int64_t deadline = hvd__now_ms() + ms;
-    while (!c->failed && c->rdv_fd >= 0 && hvd__now_ms() < deadline) {
-        struct pollfd p = {.fd = c->rdv_fd, .events = POLLIN};
-        if (poll(&p, 1, (int)(deadline - hvd__now_ms())) > 0)
-            read_rdv(c);
-    }
-}
-
-/* Tells the server (and so every rank) that this rank saw a failure. */
-static void report(struct hvd_ctx *c, const char *msg)
-{
-    uint8_t *f;
-    size_t len;
-    if (c->rdv_fd < 0 ||
-        hvd_rdv_note_encode(HVD_RDV_REPORT, c->rank, msg, &f, &len) != 0)
-        return;
-    hvd__sock_send_all(c->rdv_fd, f, len, hvd__now_ms() + 1000);
-    free(f);
-}
-
-/* A failure seen on the ring: prefer the server's account of the first
- * failure; if we saw it first, say so, so the other ranks stop waiting. */
-static int ring_failed(struct hvd_ctx *c, int rc, const char *err)
-{
-    if (rc == HVD_EPEER && !c->failed)
-        await_abort(c, ECHO_WAIT_MS);
-    if (!c->failed) {
-        set_failed(c, rc, err);
-        if (rc == HVD_EPEER)
-            report(c, err);
-    }
-    return c->fail_rc;
-}
-
 static void finish_op(struct hvd_ctx *c, struct hvd_request *op)
 {
     pthread_mutex_lock(&c->mu);
@@ -288,95 +188,13 @@ static void respond(struct hvd_ctx *c, struct hvd_resp *resp, size_t n)
         if (ng <= 1)
             snprintf(err, sizeof(err), "%s", w->err);
         if (rc == HVD_EPEER || rc == HVD_ESYS)
-            rc = ring_failed(c, rc, err);
+            rc = hvd__ring_failed(c, rc, err);
         for (int k = 0; k < (ng ? ng : 1); k++) {
             trace(c, ng ? group[k] : w, t0, ng);
             complete(c, ng ? group[k] : w, rc, c->failed ? c->fail_msg : err);
         }
     }
     free(group);
-}
-
-struct stall_scan {
-    struct hvd_ctx *c;
-    char **byrank; /* names each missing rank holds up, for the warning */
-    int *nbyrank;
-    int shutdown; /* collecting names to give up on */
-};
-
-/* The warning lists, for every missing rank, up to 6 names. */
-static void note_stall(void *vctx, const char *name, const uint8_t *seen)
-{
-    struct stall_scan *s = vctx;
-    struct hvd_ctx *c = s->c;
-    if (s->shutdown) {
-        char **n = realloc(c->stall_names, (c->nstall + 1) * sizeof(*n));
-        if (n && (n[c->nstall] = strdup(name)) != NULL)
-            c->nstall++;
-        if (n)
-            c->stall_names = n;
-        return;
-    }
-    for (int r = 0; r < c->size; r++) {
-        if (seen[r] || s->nbyrank[r]++ >= 6)
-            continue;
-        size_t len = strlen(s->byrank[r]);
-        snprintf(s->byrank[r] + len, 256 - len, "%s%s", len ? ", " : "", name);
-    }
-}
-
-/*
- * Rank 0 looks for names that some ranks submitted and others have not:
- * it warns (once per warning period) naming the missing ranks and what
- * they hold up, and after the shutdown time makes every rank give up on
- * them, so that a job ends instead of hanging.
- */
-static void stall_check(struct hvd_ctx *c)
-{
-    int64_t now = hvd__now_us();
-    if (c->rank != 0 || c->stall_off || c->neg.used == 0 ||
-        now < c->stall_next_us)
-        return;
-    c->stall_next_us = now + 1000000;
-    struct stall_scan s = {c, calloc((size_t)c->size, sizeof(char *)),
-                           calloc((size_t)c->size, sizeof(int)), 0};
-    char *line = malloc(8192);
-    if (s.byrank == NULL || s.nbyrank == NULL || line == NULL)
-        goto out;
-    for (int r = 0; r < c->size; r++)
-        if ((s.byrank[r] = calloc(1, 256)) == NULL)
-            goto out;
-    if (now - c->stall_warned_us >= (int64_t)(c->stall_warn_s * 1e6)) {
-        hvd__neg_each_waiting(&c->neg, now - (int64_t)(c->stall_warn_s * 1e6),
-                              note_stall, &s);
-        int n = 0;
-        for (int r = 0; r < c->size && n < 8000; r++)
-            if (s.nbyrank[r])
-                n += snprintf(line + n, 8192 - (size_t)n, " rank %d: [%s%s]", r,
-                              s.byrank[r], s.nbyrank[r] > 6 ? ", ..." : "");
-        if (n > 0) {
-            /* The one place libhvd prints: a stalled job has nobody else
-             * to say why it waits. */
-            fprintf(stderr,
-                    "hvd: warning: stall: for more than %g s some ranks "
-                    "have submitted tensors that these ranks have not:%s "
-                    "(HOROVOD_STALL_CHECK_TIME_SECONDS)\n",
-                    c->stall_warn_s, line);
-            c->stall_warned_us = now;
-        }
-    }
-    if (c->stall_shutdown_s > 0) {
-        s.shutdown = 1;
-        hvd__neg_each_waiting(&c->neg,
-                              now - (int64_t)(c->stall_shutdown_s * 1e6),
-                              note_stall, &s);
-    }
-out:
-    for (int r = 0; s.byrank && r < c->size; r++)
-        free(s.byrank[r]);
-    free(s.byrank);
-    free(s.nbyrank);
-    free(line);
 }
 
 /*
@@ -489,11 +307,11 @@ static void cycle(struct hvd_ctx *c)
         respond(c, resp, nresp);
 out:
     if (rc == HVD_EPEER || rc == HVD_ESYS)
-        rc = ring_failed(c, rc, err);
+        rc = hvd__ring_failed(c, rc, err);
     else if (rc)
-        set_failed(c, rc,
-                   "negotiation failed: the ranks' requests were "
-                   "malformed or memory ran out");
+        hvd__set_failed(c, rc,
+                        "negotiation failed: the ranks' requests were "
+                        "malformed or memory ran out");
     if (c->failed)
         fail_pending(c, c->fail_rc, c->fail_msg);
     for (size_t i = 0; i < nresp; i++)
@@ -562,7 +380,7 @@ static void *thread_main(void *arg)
         /* A job of one has nobody to batch with. */
         int64_t due =
             c->size == 1 ? 0 : c->last_cycle_us + (int64_t)(c->cycle_ms * 1000);
-        stall_check(c);
+        hvd__stall_check(c);
         if ((c->nfresh > 0 && now >= due) || c->nstall > 0 ||
             (!c->failed && peer_started(c))) {
             cycle(c);
@@ -603,7 +421,7 @@ static void *thread_main(void *arg)
                 ;
         }
         if (c->rdv_fd >= 0 && p[1].revents)
-            read_rdv(c);
+            hvd__read_rdv(c);
         if (c->failed)
             fail_pending(c, c->fail_rc, c->fail_msg);
     }
@@ -648,7 +466,7 @@ int hvd__engine_start(struct hvd_ctx *c)
     c->spin_us = c->local_size <= cpus && spin > 0 ? spin : 0;
     c->ring.spin_us = c->spin_us;
     c->ring.abort_fd = c->rdv_fd;
-    c->ring.check_abort = check_abort;
+    c->ring.check_abort = hvd__check_abort;
     c->ring.abort_ctx = c;
     if (pthread_create(&c->thread, NULL, thread_main, c) != 0)
         return HVD_ESYS;
