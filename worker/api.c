@@ -30,6 +30,9 @@ static void ctx_free(struct hvd_ctx *c)
         return;
     hvd__engine_stop(c);
     hvd__ring_close(&c->ring);
+    hvd__ring_close(&c->xring);
+    hvd__shm_close(&c->shm);
+    hvd__topo_close(&c->topo);
     if (c->rdv_fd >= 0)
         close(c->rdv_fd);
     hvd_frame_reader_close(&c->rdv_reader);
@@ -55,11 +58,12 @@ HVD_EXPORT int hvd_init(void)
         goto out;
     }
     c->rdv_fd = c->wake_fd = c->tl.fd = -1;
+    hvd__ring_init(&c->ring, 0, 1);
+    hvd__ring_init(&c->xring, 0, 1);
     if (getenv(HVD_ENV_RANK) == NULL) {
         /* Not started by horovodrun: a job of one, as in Horovod. */
         c->standalone = 1;
         c->size = c->local_size = c->cross_size = 1;
-        hvd__ring_init(&c->ring, 0, 1);
     } else if ((rc = hvd__join(c, err, sizeof(err))) != 0 ||
                (rc = hvd__engine_start(c)) != 0) {
         char msg[HVD_ERRMSG + 64];

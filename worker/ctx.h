@@ -10,10 +10,12 @@
 #include "common/auth.h"
 #include "common/frame.h"
 #include "common/secret.h"
+#include "coll.h"
 #include "include/hvd.h"
 #include "negotiate.h"
 #include "timeline.h"
 #include "ring.h"
+#include "shm.h"
 
 #define HVD_ERRMSG 512
 
@@ -71,7 +73,11 @@ struct hvd_ctx {
     uint8_t secret[HVD_SECRET_LEN];
     int rdv_fd; /* stays open: failures of other ranks arrive on it */
     struct hvd_frame_reader rdv_reader;
-    struct hvd_ring ring;
+    struct hvd_ring ring; /* every rank (HVD_COLL_RING) */
+    enum hvd_coll_mode mode;
+    struct hvd_topo topo;
+    struct hvd_shm shm;    /* this host's ranks (HVD_COLL_SHM and _HIER) */
+    struct hvd_ring xring; /* one leader per host (HVD_COLL_HIER) */
 
     pthread_t thread;
     int thread_started;

@@ -272,7 +272,7 @@ static void cycle(struct hvd_ctx *c)
     int rc = HVD_ENOMEM;
 
     c->last_cycle_us = hvd__now_us();
-    c->ring.abort_deadline = 0;
+    hvd__coll_reset_abort(c);
     hvd__timeline_cycle(&c->tl, c->last_cycle_us);
     if (mine == NULL || lens == NULL)
         goto out;
@@ -346,17 +346,6 @@ static struct hvd_request *take_submitted(struct hvd_ctx *c)
     return stop;
 }
 
-/* Bytes from the previous rank while no cycle runs can only be another
- * rank starting one (or its death): join it. */
-static int peer_started(struct hvd_ctx *c)
-{
-    char b;
-    if (c->ring.prev_fd < 0 || c->failed)
-        return 0;
-    ssize_t n = recv(c->ring.prev_fd, &b, 1, MSG_PEEK | MSG_DONTWAIT);
-    return n >= 0 || (errno != EAGAIN && errno != EINTR);
-}
-
 static void *thread_main(void *arg)
 {
     struct hvd_ctx *c = arg;
@@ -382,7 +371,7 @@ static void *thread_main(void *arg)
             c->size == 1 ? 0 : c->last_cycle_us + (int64_t)(c->cycle_ms * 1000);
         hvd__stall_check(c);
         if ((c->nfresh > 0 && now >= due) || c->nstall > 0 ||
-            (!c->failed && peer_started(c))) {
+            (!c->failed && hvd__coll_peer_started(c))) {
             cycle(c);
             continue;
         }
@@ -390,14 +379,18 @@ static void *thread_main(void *arg)
          * peer's cycle, a failure, or our own next cycle is due. */
         int64_t until = now + c->spin_us;
         while (c->spin_us > 0 && atomic_load(&c->pending) == 0 &&
-               !(c->nfresh > 0 && hvd__now_us() >= due) && !peer_started(c) &&
-               hvd__now_us() < until)
+               !(c->nfresh > 0 && hvd__now_us() >= due) &&
+               !hvd__coll_peer_started(c) && hvd__now_us() < until)
             ;
-        if (atomic_load(&c->pending) > 0 || peer_started(c))
+        if (atomic_load(&c->pending) > 0 || hvd__coll_peer_started(c))
             continue;
         atomic_store(&c->sleeping, 1);
-        if (atomic_load(&c->pending) > 0) {
+        if (c->shm.n > 0)
+            hvd__shm_set_sleeping(&c->shm, 1);
+        if (atomic_load(&c->pending) > 0 || hvd__coll_peer_started(c)) {
             atomic_store(&c->sleeping, 0);
+            if (c->shm.n > 0)
+                hvd__shm_set_sleeping(&c->shm, 0);
             continue;
         }
         int timeout = -1;
@@ -407,12 +400,21 @@ static void *thread_main(void *arg)
         if (c->rank == 0 && !c->stall_off && c->neg.used > 0 &&
             (timeout < 0 || timeout > 1000))
             timeout = 1000;
-        struct pollfd p[3] = {
+        /* Another rank starting a collective shows on a ring socket or,
+         * in shared memory, as a wake-up on our eventfd. */
+        struct pollfd p[5] = {
             {.fd = c->wake_fd, .events = POLLIN},
             {.fd = c->rdv_fd, .events = POLLIN},
-            {.fd = c->failed ? -1 : c->ring.prev_fd, .events = POLLIN}};
-        int n = poll(p, 3, timeout);
+            {.fd = c->failed ? -1 : c->ring.prev_fd, .events = POLLIN},
+            {.fd = c->failed ? -1 : c->xring.prev_fd, .events = POLLIN},
+            {.fd = c->shm.n > 0 ? c->shm.efd[c->shm.me] : -1,
+             .events = POLLIN}};
+        int n = poll(p, 5, timeout);
         atomic_store(&c->sleeping, 0);
+        if (c->shm.n > 0) {
+            hvd__shm_set_sleeping(&c->shm, 0);
+            hvd__shm_drain(&c->shm);
+        }
         if (n <= 0)
             continue;
         if (p[0].revents) {
@@ -464,10 +466,12 @@ int hvd__engine_start(struct hvd_ctx *c)
     const char *v = getenv(HVD_ENV_SPIN_US);
     int spin = v ? atoi(v) : 20;
     c->spin_us = c->local_size <= cpus && spin > 0 ? spin : 0;
-    c->ring.spin_us = c->spin_us;
-    c->ring.abort_fd = c->rdv_fd;
-    c->ring.check_abort = hvd__check_abort;
-    c->ring.abort_ctx = c;
+    /* Every transport fails its collectives through the same hooks. */
+    c->ring.spin_us = c->xring.spin_us = c->shm.spin_us = c->spin_us;
+    c->ring.abort_fd = c->xring.abort_fd = c->rdv_fd;
+    c->ring.check_abort = c->xring.check_abort = hvd__check_abort;
+    c->ring.abort_ctx = c->xring.abort_ctx = c;
+    c->shm.ab = &c->ring;
     if (pthread_create(&c->thread, NULL, thread_main, c) != 0)
         return HVD_ESYS;
     c->thread_started = 1;

@@ -21,7 +21,7 @@ static int do_allgather(struct hvd_ctx *c, struct hvd_work *w)
     for (size_t i = 0; i < n; i++)
         bytes[i] = sizeof(uint64_t);
     counts[c->rank] = w->count;
-    rc = hvd__ring_allgatherv(&c->ring, &counts[c->rank], counts, bytes, w->err,
+    rc = hvd__coll_allgatherv(c, &counts[c->rank], counts, bytes, w->err,
                               sizeof(w->err));
     if (rc)
         goto out;
@@ -33,8 +33,8 @@ static int do_allgather(struct hvd_ctx *c, struct hvd_work *w)
         rc = HVD_ENOMEM;
         goto out;
     }
-    rc = hvd__ring_allgatherv(&c->ring, w->sendbuf, all, bytes, w->err,
-                              sizeof(w->err));
+    rc =
+        hvd__coll_allgatherv(c, w->sendbuf, all, bytes, w->err, sizeof(w->err));
 out:
     if (rc == 0)
         *w->gathered = all;
@@ -69,7 +69,7 @@ static int allreduce_opts(struct hvd_ctx *c, struct hvd_work *w)
         memcpy(tmp, w->sendbuf, n * hvd_dtype_size(run));
         hvd__scale(tmp, n, run, w->prescale);
     }
-    rc = hvd__ring_allreduce(&c->ring, tmp, tmp, n, run, w->op_kind, w->err,
+    rc = hvd__coll_allreduce(c, tmp, tmp, n, run, w->op_kind, w->err,
                              sizeof(w->err));
     if (rc)
         goto out;
@@ -90,18 +90,18 @@ int hvd__exec(struct hvd_ctx *c, struct hvd_work *w)
     size_t *ones;
     int rc;
 
-    c->ring.abort_deadline = 0;
+    hvd__coll_reset_abort(c);
     switch (w->kind) {
     case HVD_OP_ALLREDUCE:
         if (w->compress || w->prescale != 1 || w->postscale != 1) {
             rc = allreduce_opts(c, w);
             break;
         }
-        rc = hvd__ring_allreduce(&c->ring, w->sendbuf, w->recvbuf, w->count,
-                                 w->dtype, w->op_kind, w->err, sizeof(w->err));
+        rc = hvd__coll_allreduce(c, w->sendbuf, w->recvbuf, w->count, w->dtype,
+                                 w->op_kind, w->err, sizeof(w->err));
         break;
     case HVD_OP_BROADCAST:
-        rc = hvd__ring_broadcast(&c->ring, w->recvbuf,
+        rc = hvd__coll_broadcast(c, w->recvbuf,
                                  w->count * hvd_dtype_size(w->dtype), w->root,
                                  w->err, sizeof(w->err));
         break;
@@ -116,7 +116,7 @@ int hvd__exec(struct hvd_ctx *c, struct hvd_work *w)
         if (all && ones) {
             for (int i = 0; i < c->size; i++)
                 ones[i] = 1;
-            rc = hvd__ring_allgatherv(&c->ring, token, all, ones, w->err,
+            rc = hvd__coll_allgatherv(c, token, all, ones, w->err,
                                       sizeof(w->err));
         }
         free(all);
@@ -152,7 +152,7 @@ int hvd__exec_gather(struct hvd_ctx *c, const uint8_t *mine, size_t len,
     memcpy(me + 8, mine, len < GATHER_HEAD ? len : GATHER_HEAD);
     for (size_t i = 0; i < n; i++)
         bytes[i] = GATHER_BLOCK;
-    rc = hvd__ring_allgatherv(&c->ring, me, blocks, bytes, err, errlen);
+    rc = hvd__coll_allgatherv(c, me, blocks, bytes, err, errlen);
     if (rc)
         goto out;
     for (size_t i = 0; i < n; i++) {
@@ -172,8 +172,7 @@ int hvd__exec_gather(struct hvd_ctx *c, const uint8_t *mine, size_t len,
             off += bytes[i];
         if (bytes[c->rank])
             memcpy(tails + off, mine + GATHER_HEAD, bytes[c->rank]);
-        rc = hvd__ring_allgatherv(&c->ring, tails + off, tails, bytes, err,
-                                  errlen);
+        rc = hvd__coll_allgatherv(c, tails + off, tails, bytes, err, errlen);
         if (rc)
             goto out;
     }

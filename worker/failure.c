@@ -55,7 +55,7 @@ void hvd__read_rdv(struct hvd_ctx *c)
                         "lost the connection to horovodrun's "
                         "rendezvous server");
         close(c->rdv_fd);
-        c->rdv_fd = c->ring.abort_fd = -1;
+        c->rdv_fd = c->ring.abort_fd = c->xring.abort_fd = -1;
     }
 }
 
@@ -68,7 +68,8 @@ int hvd__check_abort(void *vctx, char *err, size_t errlen)
     if (!c->failed)
         return 0;
     if (c->ring.abort_deadline == 0)
-        c->ring.abort_deadline = hvd__now_ms() + ABORT_GRACE_MS;
+        c->ring.abort_deadline = c->xring.abort_deadline =
+            hvd__now_ms() + ABORT_GRACE_MS;
     if (hvd__now_ms() < c->ring.abort_deadline)
         return 0;
     snprintf(err, errlen, "%s", c->fail_msg);

@@ -20,7 +20,7 @@ static int fuse_small(struct hvd_ctx *c, struct hvd_work **ws, int n,
         memcpy(c->fuse_buf + off, ws[i]->sendbuf, ws[i]->count * es);
         off += ws[i]->count * es;
     }
-    int rc = hvd__ring_gather_reduce(&c->ring, c->fuse_buf, c->fuse_buf, total,
+    int rc = hvd__coll_gather_reduce(c, c->fuse_buf, c->fuse_buf, total,
                                      ws[0]->dtype, ws[0]->op_kind, err, errlen);
     for (int i = 0, o = 0; rc == 0 && i < n; i++) {
         memcpy(ws[i]->recvbuf, c->fuse_buf + (size_t)o, ws[i]->count * es);
@@ -55,9 +55,8 @@ static int fuse_large(struct hvd_ctx *c, struct hvd_work **ws, int n,
         }
     }
     bounds[size] = total;
-    rc = hvd__ring_reduce_segs(&c->ring, c->fuse_buf, c->fuse_buf, total,
-                               ws[0]->dtype, ws[0]->op_kind, bounds, err,
-                               errlen);
+    rc = hvd__coll_reduce_segs(c, c->fuse_buf, c->fuse_buf, total, ws[0]->dtype,
+                               ws[0]->op_kind, bounds, err, errlen);
     off = 0;
     for (int s = 0; rc == 0 && s < size; s++)
         for (int i = 0; i < n; i++) {
@@ -91,7 +90,7 @@ int hvd__fused_allreduce(struct hvd_ctx *c, struct hvd_work **ws, int n,
             tlarge += ws[i]->count;
         }
     }
-    c->ring.abort_deadline = 0;
+    hvd__coll_reset_abort(c);
     rc = 0;
 
     if (nsmall > 0)

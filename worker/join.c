@@ -15,7 +15,9 @@
 #include "ctx.h"
 #include "sock.h"
 
-#define PEER_MAGIC 0x48564450u /* "HVDP" */
+/* Hellos on the ring of all ranks and on the ring of host leaders. */
+#define PEER_MAGIC 0x48564450u  /* "HVDP" */
+#define CROSS_MAGIC 0x48564458u /* "HVDX" */
 
 /* Reads an integer variable of the contract; HVD_EENV if absent or bad. */
 static int env_int(const char *name, int lo, int hi, int *out, char *err,
@@ -168,10 +170,10 @@ out:
 }
 
 /* The hello a rank sends on its connection to the next rank. */
-static int peer_hello(const struct hvd_ctx *c, uint32_t from, uint32_t to,
-                      uint8_t out[8 + HVD_MAC_LEN])
+static int peer_hello(const struct hvd_ctx *c, uint32_t magic, uint32_t from,
+                      uint32_t to, uint8_t out[8 + HVD_MAC_LEN])
 {
-    uint32_t words[3] = {htonl(PEER_MAGIC), htonl(from), htonl(to)};
+    uint32_t words[3] = {htonl(magic), htonl(from), htonl(to)};
     struct hvd_mac_part parts[] = {{"hvd-peer", 8}, {words, sizeof(words)}};
     memcpy(out, words, 8);
     return hvd_hmac(c->secret, sizeof(c->secret), parts, 2, out + 8);
@@ -183,15 +185,14 @@ static void describe(char *out, size_t len, const struct hvd_rdv_peers *pt,
     snprintf(out, len, "rank %d (host %s)", rank, pt->peers[rank].host);
 }
 
-/* Connects to the next rank and accepts the previous one. Connecting
- * first cannot deadlock: the kernel completes it from the listen queue. */
-static int connect_ring(struct hvd_ctx *c, int lfd,
+/* Connects ring r to global rank next and accepts global rank prev.
+ * Connecting first cannot deadlock: the kernel completes it from the
+ * listen queue. */
+static int connect_ring(struct hvd_ctx *c, struct hvd_ring *r, uint32_t magic,
+                        int next, int prev, int lfd,
                         const struct hvd_rdv_peers *pt, int64_t deadline,
                         char *err, size_t errlen)
 {
-    struct hvd_ring *r = &c->ring;
-    int next = (c->rank + 1) % c->size,
-        prev = (c->rank + c->size - 1) % c->size;
     uint8_t hello[8 + HVD_MAC_LEN], got[8 + HVD_MAC_LEN], ack = 'K';
     int rc;
 
@@ -205,12 +206,12 @@ static int connect_ring(struct hvd_ctx *c, int lfd,
                  pt->peers[next].addr, pt->peers[next].port, strerror(errno));
         return rc;
     }
-    if ((rc = peer_hello(c, (uint32_t)c->rank, (uint32_t)next, hello)) ||
+    if ((rc = peer_hello(c, magic, (uint32_t)c->rank, (uint32_t)next, hello)) ||
         (rc = hvd__sock_send_all(r->next_fd, hello, sizeof(hello), deadline))) {
         snprintf(err, errlen, "cannot greet %s", r->next_desc);
         return rc;
     }
-    if ((rc = peer_hello(c, (uint32_t)prev, (uint32_t)c->rank, hello)))
+    if ((rc = peer_hello(c, magic, (uint32_t)prev, (uint32_t)c->rank, hello)))
         return rc;
     while (r->prev_fd < 0) {
         int fd = hvd__sock_accept(lfd, deadline);
@@ -234,8 +235,54 @@ static int connect_ring(struct hvd_ctx *c, int lfd,
     }
     hvd__sock_tune(r->next_fd, c->peer_timeout_s);
     hvd__sock_tune(r->prev_fd, c->peer_timeout_s);
-    hvd__sock_tune(c->rdv_fd, c->peer_timeout_s);
     return 0;
+}
+
+/* Picks the transport from who shares a host, and connects it: the ring
+ * of all ranks, this host's shared memory, or both that and the ring of
+ * host leaders. */
+static int connect_peers(struct hvd_ctx *c, int lfd,
+                         const struct hvd_rdv_peers *pt, int64_t deadline,
+                         char *err, size_t errlen)
+{
+    const char **hosts = malloc((size_t)c->size * sizeof(*hosts));
+    struct hvd_topo *t = &c->topo;
+    int rc = HVD_ENOMEM;
+
+    if (hosts == NULL)
+        return rc;
+    for (int i = 0; i < c->size; i++)
+        hosts[i] = pt->peers[i].host;
+    rc = hvd__topo_build(t, c->size, c->rank, hosts);
+    free(hosts);
+    if (rc)
+        return rc;
+    c->mode = hvd__coll_choose(t, c->size);
+    if (c->mode == HVD_COLL_RING)
+        return connect_ring(c, &c->ring, PEER_MAGIC, (c->rank + 1) % c->size,
+                            (c->rank + c->size - 1) % c->size, lfd, pt,
+                            deadline, err, errlen);
+    int first = t->first[t->host], n = t->count[t->host];
+    if (n > 1) {
+        int *ranks = malloc((size_t)n * sizeof(*ranks));
+        if (ranks == NULL)
+            return HVD_ENOMEM;
+        for (int i = 0; i < n; i++)
+            ranks[i] = first + i;
+        rc = hvd__shm_setup(&c->shm, c->secret, sizeof(c->secret), ranks, n,
+                            c->rank - first, pt->peers[c->rank].host, deadline,
+                            err, errlen);
+        free(ranks);
+        if (rc)
+            return rc;
+    }
+    if (c->mode != HVD_COLL_HIER || c->rank != first)
+        return 0;
+    int nh = t->nhosts, h = t->host;
+    hvd__ring_init(&c->xring, h, nh);
+    return connect_ring(c, &c->xring, CROSS_MAGIC, t->first[(h + 1) % nh],
+                        t->first[(h + nh - 1) % nh], lfd, pt, deadline, err,
+                        errlen);
 }
 
 int hvd__join(struct hvd_ctx *c, char *err, size_t errlen)
@@ -258,8 +305,10 @@ int hvd__join(struct hvd_ctx *c, char *err, size_t errlen)
     }
     if ((rc = rendezvous(c, port, &peers, deadline, err, errlen)))
         goto out;
-    if (c->size > 1)
-        rc = connect_ring(c, lfd, &peers, deadline + 5000, err, errlen);
+    if (c->size > 1) {
+        hvd__sock_tune(c->rdv_fd, c->peer_timeout_s);
+        rc = connect_peers(c, lfd, &peers, deadline + 5000, err, errlen);
+    }
 out:
     if (lfd >= 0)
         close(lfd);

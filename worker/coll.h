@@ -1,0 +1,56 @@
+/* The transport each collective takes: the TCP ring, shared memory when
+ * every rank is on one host, or hierarchical (shared memory within each
+ * host and a TCP ring of one leader per host across hosts). */
+#ifndef HVD_COLL_H
+#define HVD_COLL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "include/hvd.h"
+
+enum hvd_coll_mode { HVD_COLL_RING, HVD_COLL_SHM, HVD_COLL_HIER };
+
+/* Which ranks share a host, from the peer table's host names. */
+struct hvd_topo {
+    int nhosts;
+    int host;       /* this rank's host, by order of first appearance */
+    int *first;     /* each host's lowest rank */
+    int *count;     /* each host's number of ranks */
+    int contiguous; /* each host's ranks are first .. first+count-1 */
+    int most;       /* the largest count */
+    uint8_t *buf;   /* a leader's accumulator (hierarchical allreduce) */
+    size_t cap;
+};
+
+struct hvd_ctx;
+
+/* hosts[r] is rank r's host name. 0 or HVD_ENOMEM. */
+int hvd__topo_build(struct hvd_topo *t, int size, int rank,
+                    const char *const *hosts);
+void hvd__topo_close(struct hvd_topo *t);
+/* The mode for this topology and the HOROVOD_SHM_DISABLE and
+ * HOROVOD_HIERARCHICAL_ALLREDUCE settings (the same on every rank). */
+enum hvd_coll_mode hvd__coll_choose(const struct hvd_topo *t, int size);
+
+/* As the hvd__ring_* functions of the same names, on the chosen
+ * transport. */
+int hvd__coll_allreduce(struct hvd_ctx *c, const void *sendbuf, void *recvbuf,
+                        size_t count, hvd_dtype dt, hvd_op op, char *err,
+                        size_t errlen);
+int hvd__coll_reduce_segs(struct hvd_ctx *c, const void *sendbuf, void *recvbuf,
+                          size_t count, hvd_dtype dt, hvd_op op,
+                          const size_t *bounds, char *err, size_t errlen);
+int hvd__coll_gather_reduce(struct hvd_ctx *c, const void *sendbuf,
+                            void *recvbuf, size_t count, hvd_dtype dt,
+                            hvd_op op, char *err, size_t errlen);
+int hvd__coll_broadcast(struct hvd_ctx *c, void *buf, size_t bytes, int root,
+                        char *err, size_t errlen);
+int hvd__coll_allgatherv(struct hvd_ctx *c, const void *sendbuf, void *recvbuf,
+                         const size_t *bytes, char *err, size_t errlen);
+/* Starts a collective with no failure grace period running. */
+void hvd__coll_reset_abort(struct hvd_ctx *c);
+/* Whether another rank has started a collective this rank must join. */
+int hvd__coll_peer_started(struct hvd_ctx *c);
+
+#endif

@@ -1,0 +1,557 @@
+/* The shared-memory segment of one host's ranks: set-up over an abstract
+ * Unix socket, and the sync that every shared-memory collective uses. */
+#include "shm.h"
+
+#include <errno.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/eventfd.h>
+#include <sys/mman.h>
+#include <sys/socket.h>
+#include <sys/syscall.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include "common/auth.h"
+#include "common/hvd_err.h"
+#include "common/secret.h"
+#include "sock.h"
+
+#define SHM_MAGIC 0x48565348u /* "HVSH" */
+/* Bytes of one slot, and of all slots together at most. */
+#define SLOT_MAX (1u << 20)
+#define SEGMENT_DATA_MAX (64u << 20)
+/* How often a sleeping wait looks at the clock without any event. */
+#define WAIT_POLL_MS 1000
+
+struct hvd_shm_ctl {
+    _Atomic uint64_t seq;
+    _Atomic uint32_t sleeping;
+    int32_t pid;
+    char pad[48]; /* one cache line per rank: no false sharing */
+};
+
+struct hvd_shm_hdr {
+    uint32_t magic;
+    uint32_t n;
+    uint64_t slot;
+    _Atomic uint32_t aborted;
+    char pad[44];
+    struct hvd_shm_ctl ctl[];
+};
+
+/* What a local rank sends the first one to join. */
+struct hello {
+    uint32_t magic;
+    uint32_t rank;
+    uint8_t mac[HVD_MAC_LEN];
+};
+
+void hvd__shm_init(struct hvd_shm *s)
+{
+    memset(s, 0, sizeof(*s));
+}
+
+static size_t header_len(int n)
+{
+    size_t h =
+        sizeof(struct hvd_shm_hdr) + (size_t)n * sizeof(struct hvd_shm_ctl);
+    return (h + 4095) & ~(size_t)4095;
+}
+
+static size_t slot_len(int n)
+{
+    size_t slot = SEGMENT_DATA_MAX / (2 * ((size_t)n + 1));
+    if (slot > SLOT_MAX)
+        slot = SLOT_MAX;
+    return slot & ~(size_t)4095;
+}
+
+/* The socket name: only ranks that hold the secret can compute it. */
+static int sock_name(const uint8_t *secret, size_t secretlen, const char *host,
+                     struct sockaddr_un *sa, socklen_t *salen)
+{
+    uint8_t mac[HVD_MAC_LEN];
+    struct hvd_mac_part parts[] = {{"hvd-shm-name", 12}, {host, strlen(host)}};
+    if (hvd_hmac(secret, secretlen, parts, 2, mac))
+        return HVD_ESYS;
+    memset(sa, 0, sizeof(*sa));
+    sa->sun_family = AF_UNIX;
+    memcpy(sa->sun_path + 1, "hvd-", 4);
+    hvd_hex_encode(mac, 16, sa->sun_path + 5);
+    *salen = (socklen_t)(offsetof(struct sockaddr_un, sun_path) + 5 + 32);
+    return 0;
+}
+
+static int hello_mac(const uint8_t *secret, size_t secretlen,
+                     const uint8_t nonce[HVD_NONCE_LEN], const char *host,
+                     uint32_t rank, uint8_t out[HVD_MAC_LEN])
+{
+    struct hvd_mac_part parts[] = {{"hvd-shm-hello", 13},
+                                   {nonce, HVD_NONCE_LEN},
+                                   {host, strlen(host)},
+                                   {&rank, sizeof(rank)}};
+    return hvd_hmac(secret, secretlen, parts, 4, out);
+}
+
+/* Sends len bytes with fds attached. */
+static int send_fds(int fd, const void *p, size_t len, const int *fds, int nfd)
+{
+    char ctl[CMSG_SPACE(sizeof(int) * (HVD_SHM_MAX + 1))];
+    struct iovec iov = {(void *)(uintptr_t)p, len};
+    struct msghdr m = {.msg_iov = &iov, .msg_iovlen = 1};
+    memset(ctl, 0, sizeof(ctl));
+    m.msg_control = ctl;
+    m.msg_controllen = CMSG_SPACE(sizeof(int) * (size_t)nfd);
+    struct cmsghdr *cm = CMSG_FIRSTHDR(&m);
+    cm->cmsg_level = SOL_SOCKET;
+    cm->cmsg_type = SCM_RIGHTS;
+    cm->cmsg_len = CMSG_LEN(sizeof(int) * (size_t)nfd);
+    memcpy(CMSG_DATA(cm), fds, sizeof(int) * (size_t)nfd);
+    ssize_t n;
+    while ((n = sendmsg(fd, &m, MSG_NOSIGNAL)) < 0 && errno == EINTR)
+        ;
+    return n == (ssize_t)len ? 0 : HVD_ESYS;
+}
+
+/* Receives exactly len bytes (one message) and up to maxfd fds before the
+ * deadline; *nfd says how many came. */
+static int recv_fds(int fd, void *p, size_t len, int *fds, int maxfd, int *nfd,
+                    int64_t deadline)
+{
+    char ctl[CMSG_SPACE(sizeof(int) * (HVD_SHM_MAX + 1))];
+    struct iovec iov = {p, len};
+    struct msghdr m = {.msg_iov = &iov, .msg_iovlen = 1};
+    struct pollfd pf = {.fd = fd, .events = POLLIN};
+    int64_t left = deadline - hvd__now_ms();
+
+    *nfd = 0;
+    if (left <= 0 || poll(&pf, 1, (int)left) <= 0)
+        return HVD_ETIMEDOUT;
+    m.msg_control = ctl;
+    m.msg_controllen = sizeof(ctl);
+    ssize_t n = recvmsg(fd, &m, MSG_CMSG_CLOEXEC | MSG_WAITALL);
+    for (struct cmsghdr *cm = CMSG_FIRSTHDR(&m); n >= 0 && cm;
+         cm = CMSG_NXTHDR(&m, cm)) {
+        if (cm->cmsg_level != SOL_SOCKET || cm->cmsg_type != SCM_RIGHTS)
+            continue;
+        int k = (int)((cm->cmsg_len - CMSG_LEN(0)) / sizeof(int));
+        int *got = (int *)(void *)CMSG_DATA(cm);
+        for (int i = 0; i < k; i++) {
+            if (*nfd < maxfd)
+                fds[(*nfd)++] = got[i];
+            else
+                close(got[i]);
+        }
+    }
+    if (n != (ssize_t)len || (m.msg_flags & MSG_CTRUNC))
+        return n == 0 ? HVD_EPEER : HVD_EPROTO;
+    return 0;
+}
+
+static int index_of(const struct hvd_shm *s, uint32_t rank)
+{
+    for (int i = 0; i < s->n; i++)
+        if ((uint32_t)s->ranks[i] == rank)
+            return i;
+    return -1;
+}
+
+/* The first rank: creates the segment, admits the others (each proves the
+ * secret against a fresh nonce and sends its eventfd) and hands everyone
+ * the segment and all eventfds. */
+static int lead(struct hvd_shm *s, int lfd, int memfd, const uint8_t *secret,
+                size_t secretlen, int64_t deadline, char *err, size_t errlen)
+{
+    int *conn = malloc((size_t)s->n * sizeof(*conn));
+    int joined = 1, rc = HVD_ENOMEM;
+
+    if (conn == NULL)
+        return rc;
+    for (int i = 0; i < s->n; i++)
+        conn[i] = -1;
+    while (joined < s->n) {
+        int fd = hvd__sock_accept(lfd, deadline);
+        if (fd < 0) {
+            snprintf(err, errlen,
+                     "shared memory: %d of the %d ranks on host %s did not "
+                     "join in time",
+                     s->n - joined, s->n, s->host);
+            rc = fd;
+            goto out;
+        }
+        uint8_t nonce[HVD_NONCE_LEN], mac[HVD_MAC_LEN];
+        struct hello h;
+        int efd = -1, nfd = 0, idx = -1;
+        if (hvd_secret_new(nonce) == 0 &&
+            hvd__sock_send_all(fd, nonce, sizeof(nonce), deadline) == 0 &&
+            recv_fds(fd, &h, sizeof(h), &efd, 1, &nfd, deadline) == 0 &&
+            nfd == 1 && h.magic == SHM_MAGIC &&
+            (idx = index_of(s, h.rank)) > 0 && conn[idx] < 0 &&
+            hello_mac(secret, secretlen, nonce, s->host, h.rank, mac) == 0 &&
+            hvd_mac_equal(mac, h.mac)) {
+            conn[idx] = fd;
+            s->efd[idx] = efd;
+            joined++;
+            continue;
+        }
+        /* Anyone on this host can knock; only a rank of this job gets in. */
+        if (nfd == 1)
+            close(efd);
+        close(fd);
+    }
+    int *fds = malloc(((size_t)s->n + 1) * sizeof(*fds));
+    if (fds == NULL)
+        goto out;
+    fds[0] = memfd;
+    memcpy(fds + 1, s->efd, (size_t)s->n * sizeof(int));
+    rc = 0;
+    for (int i = 1; i < s->n && rc == 0; i++)
+        if ((rc = send_fds(conn[i], "S", 1, fds, s->n + 1)))
+            snprintf(err, errlen,
+                     "shared memory: cannot hand the segment to rank %d: %s",
+                     s->ranks[i], strerror(errno));
+    free(fds);
+out:
+    for (int i = 0; i < s->n; i++)
+        if (conn[i] >= 0)
+            close(conn[i]);
+    free(conn);
+    return rc;
+}
+
+/* Any other rank: proves the secret to the first one and receives the
+ * segment and every rank's eventfd. */
+static int follow(struct hvd_shm *s, const struct sockaddr_un *sa,
+                  socklen_t salen, int *memfd, const uint8_t *secret,
+                  size_t secretlen, int64_t deadline, char *err, size_t errlen)
+{
+    int fd = -1, rc = HVD_ESYS, nfd = 0;
+    int *fds = malloc(((size_t)s->n + 1) * sizeof(*fds));
+    uint8_t nonce[HVD_NONCE_LEN];
+    struct hello h = {SHM_MAGIC, (uint32_t)s->ranks[s->me], {0}};
+    char ok;
+
+    if (fds == NULL)
+        return HVD_ENOMEM;
+    /* The first rank may not listen yet: try again until the deadline. */
+    for (;;) {
+        fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+        if (fd < 0)
+            goto out;
+        if (connect(fd, (const struct sockaddr *)sa, salen) == 0)
+            break;
+        close(fd);
+        fd = -1;
+        if (hvd__now_ms() >= deadline) {
+            rc = HVD_ETIMEDOUT;
+            goto out;
+        }
+        usleep(1000);
+    }
+    if ((rc = hvd__sock_recv_all(fd, nonce, sizeof(nonce), deadline)) ||
+        (rc = hello_mac(secret, secretlen, nonce, s->host, h.rank, h.mac)) ||
+        (rc = send_fds(fd, &h, sizeof(h), &s->efd[s->me], 1)) ||
+        (rc = recv_fds(fd, &ok, 1, fds, s->n + 1, &nfd, deadline)))
+        goto out;
+    if (nfd != s->n + 1) {
+        rc = HVD_EPROTO;
+        goto out;
+    }
+    *memfd = fds[0];
+    for (int i = 0; i < s->n; i++) {
+        if (i == s->me)
+            close(fds[i + 1]); /* our own, back again */
+        else
+            s->efd[i] = fds[i + 1];
+    }
+    nfd = 0;
+out:
+    for (int i = 0; i < nfd; i++)
+        close(fds[i]);
+    free(fds);
+    if (fd >= 0)
+        close(fd);
+    if (rc)
+        snprintf(err, errlen,
+                 "shared memory: cannot join rank %d's segment on host %s: "
+                 "%s",
+                 s->ranks[0], s->host, hvd_strerror(rc));
+    return rc;
+}
+
+static int pidfd_of(pid_t pid)
+{
+#ifdef SYS_pidfd_open
+    return (int)syscall(SYS_pidfd_open, pid, 0);
+#else
+    (void)pid;
+    return -1;
+#endif
+}
+
+int hvd__shm_setup(struct hvd_shm *s, const uint8_t *secret, size_t secretlen,
+                   const int *ranks, int n, int me, const char *host,
+                   int64_t deadline_ms, char *err, size_t errlen)
+{
+    struct sockaddr_un sa;
+    socklen_t salen;
+    int lfd = -1, memfd = -1, rc = HVD_ENOMEM;
+
+    hvd__shm_init(s);
+    if (n < 2 || n > HVD_SHM_MAX)
+        return HVD_EINVAL;
+    s->n = n;
+    s->me = me;
+    snprintf(s->host, sizeof(s->host), "%s", host);
+    s->ranks = malloc((size_t)n * sizeof(int));
+    s->efd = malloc((size_t)n * sizeof(int));
+    s->pidfd = malloc((size_t)n * sizeof(int));
+    if (s->ranks == NULL || s->efd == NULL || s->pidfd == NULL)
+        goto out;
+    memcpy(s->ranks, ranks, (size_t)n * sizeof(int));
+    for (int i = 0; i < n; i++)
+        s->efd[i] = s->pidfd[i] = -1;
+    s->slot = slot_len(n);
+    s->len = header_len(n) + 2 * ((size_t)n + 1) * s->slot;
+    rc = HVD_ESYS;
+    s->efd[me] = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+    if (s->efd[me] < 0 || sock_name(secret, secretlen, host, &sa, &salen)) {
+        snprintf(err, errlen, "shared memory: cannot create an eventfd: %s",
+                 strerror(errno));
+        goto out;
+    }
+    if (me == 0) {
+        lfd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+        if (lfd < 0 || bind(lfd, (struct sockaddr *)&sa, salen) != 0 ||
+            listen(lfd, n) != 0) {
+            snprintf(err, errlen,
+                     "shared memory: cannot listen on a Unix socket: %s",
+                     strerror(errno));
+            goto out;
+        }
+        memfd = memfd_create("hvd-shm", MFD_CLOEXEC);
+        if (memfd < 0 || ftruncate(memfd, (off_t)s->len) != 0) {
+            snprintf(err, errlen,
+                     "shared memory: cannot create a %zu-byte segment: %s",
+                     s->len, strerror(errno));
+            goto out;
+        }
+        rc = lead(s, lfd, memfd, secret, secretlen, deadline_ms, err, errlen);
+    } else {
+        rc = follow(s, &sa, salen, &memfd, secret, secretlen, deadline_ms, err,
+                    errlen);
+    }
+    if (rc)
+        goto out;
+    void *p = mmap(NULL, s->len, PROT_READ | PROT_WRITE, MAP_SHARED, memfd, 0);
+    if (p == MAP_FAILED) {
+        rc = HVD_ESYS;
+        snprintf(err, errlen, "shared memory: cannot map %zu bytes: %s", s->len,
+                 strerror(errno));
+        goto out;
+    }
+    s->hdr = p;
+    s->data = (uint8_t *)p + header_len(n);
+    if (me == 0) {
+        s->hdr->magic = SHM_MAGIC;
+        s->hdr->n = (uint32_t)n;
+        s->hdr->slot = s->slot;
+    }
+    s->hdr->ctl[me].pid = (int32_t)getpid();
+    /* Once everyone is in, a rank that dies is seen through its pidfd. */
+    s->deadline_ms = deadline_ms;
+    rc = hvd__shm_sync(s, err, errlen);
+    s->deadline_ms = 0;
+    if (rc == 0 && s->hdr->magic != SHM_MAGIC)
+        rc = HVD_EPROTO;
+    for (int i = 0; rc == 0 && i < n; i++)
+        if (i != me)
+            s->pidfd[i] = pidfd_of(s->hdr->ctl[i].pid);
+out:
+    if (lfd >= 0)
+        close(lfd);
+    if (memfd >= 0)
+        close(memfd);
+    if (rc)
+        hvd__shm_close(s);
+    return rc;
+}
+
+void hvd__shm_close(struct hvd_shm *s)
+{
+    if (s == NULL)
+        return;
+    if (s->hdr)
+        munmap(s->hdr, s->len);
+    for (int i = 0; i < s->n; i++) {
+        if (s->efd && s->efd[i] >= 0)
+            close(s->efd[i]);
+        if (s->pidfd && s->pidfd[i] >= 0)
+            close(s->pidfd[i]);
+    }
+    free(s->ranks);
+    free(s->efd);
+    free(s->pidfd);
+    free(s->tmp);
+    hvd__shm_init(s);
+}
+
+uint8_t *hvd__shm_slot(const struct hvd_shm *s, int i)
+{
+    return s->data +
+           ((size_t)s->set * ((size_t)s->n + 1) + (size_t)i) * s->slot;
+}
+
+void hvd__shm_flip(struct hvd_shm *s)
+{
+    s->set ^= 1;
+}
+
+uint8_t *hvd__shm_tmp(struct hvd_shm *s, size_t want)
+{
+    return hvd__grow(&s->tmp, &s->tmp_cap, want ? want : 1) ? NULL : s->tmp;
+}
+
+static void wake(const struct hvd_shm *s, int i)
+{
+    uint64_t one = 1;
+    /* A full counter (EAGAIN) already wakes the sleeper. */
+    if (atomic_load(&s->hdr->ctl[i].sleeping))
+        (void)!write(s->efd[i], &one, sizeof(one));
+}
+
+void hvd__shm_abort(struct hvd_shm *s)
+{
+    if (s->hdr == NULL)
+        return;
+    atomic_store(&s->hdr->aborted, 1);
+    for (int i = 0; i < s->n; i++)
+        if (i != s->me)
+            wake(s, i);
+}
+
+int hvd__shm_peer_ahead(const struct hvd_shm *s)
+{
+    for (int i = 0; i < s->n; i++)
+        if (atomic_load_explicit(&s->hdr->ctl[i].seq, memory_order_acquire) >
+            s->seq)
+            return 1;
+    return 0;
+}
+
+void hvd__shm_set_sleeping(struct hvd_shm *s, int on)
+{
+    atomic_store(&s->hdr->ctl[s->me].sleeping, (uint32_t)on);
+}
+
+void hvd__shm_drain(struct hvd_shm *s)
+{
+    uint64_t v;
+    while (read(s->efd[s->me], &v, sizeof(v)) > 0)
+        ;
+}
+
+/* The first local rank behind this one's count, or -1. */
+static int laggard(const struct hvd_shm *s)
+{
+    for (int i = 0; i < s->n; i++)
+        if (atomic_load_explicit(&s->hdr->ctl[i].seq, memory_order_acquire) <
+            s->seq)
+            return i;
+    return -1;
+}
+
+/* Sleeps until woken, a peer dies, the abort channel speaks or a second
+ * passes; returns a negative code when the wait must end in failure. */
+static int sleep_once(struct hvd_shm *s, char *err, size_t errlen)
+{
+    struct pollfd p[HVD_SHM_MAX + 2];
+    int who[HVD_SHM_MAX + 2]; /* the local rank of each pidfd */
+    int np = 0, ab = -1;
+    p[np++] = (struct pollfd){.fd = s->efd[s->me], .events = POLLIN};
+    for (int i = 0; i < s->n; i++)
+        if (i != s->me && s->pidfd[i] >= 0) {
+            who[np] = i;
+            p[np++] = (struct pollfd){.fd = s->pidfd[i], .events = POLLIN};
+        }
+    if (s->ab && s->ab->abort_fd >= 0) {
+        ab = np;
+        p[np++] = (struct pollfd){.fd = s->ab->abort_fd, .events = POLLIN};
+    }
+    int64_t now = hvd__now_ms(), timeout = WAIT_POLL_MS;
+    if (s->deadline_ms > 0 && s->deadline_ms - now < timeout)
+        timeout = s->deadline_ms - now;
+    if (s->ab && s->ab->abort_deadline > 0 &&
+        s->ab->abort_deadline - now < timeout)
+        timeout = s->ab->abort_deadline - now;
+    int got = poll(p, (nfds_t)np, timeout < 0 ? 0 : (int)timeout);
+    if (got < 0 && errno != EINTR) {
+        snprintf(err, errlen, "poll failed: %s", strerror(errno));
+        return HVD_ESYS;
+    }
+    if (p[0].revents)
+        hvd__shm_drain(s);
+    if (laggard(s) < 0)
+        return 0;
+    for (int i = 1; i < np; i++) {
+        if (i == ab || !p[i].revents)
+            continue;
+        snprintf(err, errlen,
+                 "rank %d (host %s) exited in the middle of a collective",
+                 s->ranks[who[i]], s->host);
+        return HVD_EPEER;
+    }
+    if (s->ab && ((ab >= 0 && p[ab].revents) ||
+                  (s->ab->abort_deadline > 0 &&
+                   hvd__now_ms() >= s->ab->abort_deadline))) {
+        int rc = s->ab->check_abort(s->ab->abort_ctx, err, errlen);
+        if (rc < 0)
+            return rc;
+    }
+    if (s->deadline_ms > 0 && hvd__now_ms() >= s->deadline_ms) {
+        int k = laggard(s);
+        snprintf(err, errlen,
+                 "shared memory: rank %d (host %s) did not arrive in time",
+                 s->ranks[k < 0 ? 0 : k], s->host);
+        return HVD_ETIMEDOUT;
+    }
+    return 0;
+}
+
+int hvd__shm_sync(struct hvd_shm *s, char *err, size_t errlen)
+{
+    s->seq++;
+    atomic_store(&s->hdr->ctl[s->me].seq, s->seq);
+    for (int i = 0; i < s->n; i++)
+        if (i != s->me)
+            wake(s, i);
+    int64_t spin_until = 0;
+    for (;;) {
+        if (laggard(s) < 0)
+            return 0;
+        if (atomic_load(&s->hdr->aborted)) {
+            snprintf(err, errlen,
+                     "a rank on host %s failed in the middle of a collective",
+                     s->host);
+            return HVD_EPEER;
+        }
+        /* The others usually arrive within microseconds: a short spin
+         * costs less than sleeping and being woken. */
+        int64_t now = hvd__now_us();
+        if (spin_until == 0)
+            spin_until = now + s->spin_us;
+        if (now < spin_until)
+            continue;
+        hvd__shm_set_sleeping(s, 1);
+        int rc = laggard(s) < 0 ? 0 : sleep_once(s, err, errlen);
+        hvd__shm_set_sleeping(s, 0);
+        if (rc < 0) {
+            /* The others must not wait for this rank either. */
+            hvd__shm_abort(s);
+            return rc;
+        }
+    }
+}

@@ -1,0 +1,75 @@
+/* Shared memory between the ranks of one host: one anonymous segment that
+ * every local rank maps, per-rank sequence counters to synchronise on, and
+ * eventfds to wake the ranks that sleep. */
+#ifndef HVD_SHM_H
+#define HVD_SHM_H
+
+#include <stdatomic.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "include/hvd.h"
+#include "ring.h"
+
+/* Most local ranks that share memory: the segment's fd and every rank's
+ * eventfd travel in one SCM_RIGHTS message (at most 253 descriptors). */
+#define HVD_SHM_MAX 128
+
+struct hvd_shm_hdr;
+
+struct hvd_shm {
+    int n;      /* local ranks; 0 when shared memory is not in use */
+    int me;     /* this rank's index among them */
+    int *ranks; /* their global ranks, ascending */
+    char host[64];
+    struct hvd_shm_hdr *hdr;
+    size_t len;    /* of the mapping */
+    uint8_t *data; /* two sets of n + 1 slots */
+    size_t slot;   /* bytes per slot */
+    int set;       /* the set the next phase writes */
+    int *efd;      /* every local rank's eventfd; efd[me] wakes us */
+    int *pidfd;    /* the other ranks' pidfds (-1: unknown) */
+    uint64_t seq;  /* syncs this rank has entered */
+    int spin_us;   /* busy-wait this long before sleeping */
+    /* Abort hooks and deadline of the ring it works beside (may be NULL:
+     * then only a dead peer or the deadline ends a wait). */
+    struct hvd_ring *ab;
+    int64_t deadline_ms; /* 0: none (start-up uses one) */
+    uint8_t *tmp;        /* private accumulator */
+    size_t tmp_cap;
+};
+
+void hvd__shm_init(struct hvd_shm *s);
+/*
+ * Sets up the segment among the n local ranks ranks[] (this one is
+ * ranks[me]): the first creates it and hands it out over an abstract Unix
+ * socket whose name and handshake are bound to the job secret and host.
+ * Nothing is ever named in /dev/shm, so nothing is left there after any
+ * exit. 0 or a negative code with err filled.
+ */
+int hvd__shm_setup(struct hvd_shm *s, const uint8_t *secret, size_t secretlen,
+                   const int *ranks, int n, int me, const char *host,
+                   int64_t deadline_ms, char *err, size_t errlen);
+void hvd__shm_close(struct hvd_shm *s);
+
+/* Waits until every local rank has entered as many syncs as this one. */
+int hvd__shm_sync(struct hvd_shm *s, char *err, size_t errlen);
+/* Slot i (n: the result slot) of the current set. */
+uint8_t *hvd__shm_slot(const struct hvd_shm *s, int i);
+/* Switches to the other set of slots. */
+void hvd__shm_flip(struct hvd_shm *s);
+/* Makes the other local ranks fail their waits (a collective failed here
+ * half-way). */
+void hvd__shm_abort(struct hvd_shm *s);
+/* Whether another local rank has entered more syncs than this one: it
+ * started a collective that this rank must join. */
+int hvd__shm_peer_ahead(const struct hvd_shm *s);
+/* Marks this rank as sleeping on efd[me] (or awake again), so that the
+ * others wake it when they start a collective. */
+void hvd__shm_set_sleeping(struct hvd_shm *s, int on);
+/* Empties this rank's eventfd. */
+void hvd__shm_drain(struct hvd_shm *s);
+/* A private buffer of at least want bytes. */
+uint8_t *hvd__shm_tmp(struct hvd_shm *s, size_t want);
+
+#endif

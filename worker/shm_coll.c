@@ -1,0 +1,148 @@
+/* Collectives among the ranks of one host through the shared segment:
+ * every rank copies its chunk in, reduces its own slice straight from the
+ * others' slots, and copies the finished chunk out. */
+#include <string.h>
+
+#include "common/hvd_err.h"
+#include "reduce.h"
+#include "shm_coll.h"
+
+/* The segment of bounds (n + 1 entries) that holds element e, searching
+ * up from k. */
+static int seg_of(const size_t *bounds, int n, size_t e, int k)
+{
+    while (k < n - 1 && e >= bounds[k + 1])
+        k++;
+    return k;
+}
+
+/* Folds elements [e, end) of the current chunk (which starts at c0) from
+ * every slot, starting with slot k, into acc; half types go through a
+ * float32 copy of each slot. */
+static void fold(struct hvd_shm *s, uint8_t *acc, uint8_t *wide, size_t c0,
+                 size_t e, size_t cnt, int k, hvd_dtype dt, hvd_op op)
+{
+    hvd_dtype acc_dt = hvd__acc_dtype(dt);
+    size_t es = hvd_dtype_size(dt), at = (e - c0) * es;
+    hvd__widen(acc, hvd__shm_slot(s, k) + at, cnt, dt);
+    for (int j = 1; j < s->n; j++) {
+        const uint8_t *src = hvd__shm_slot(s, (k + j) % s->n) + at;
+        if (acc_dt != dt) {
+            hvd__widen(wide, src, cnt, dt);
+            src = wide;
+        }
+        hvd__reduce(acc, src, cnt, acc_dt, op);
+    }
+}
+
+int hvd__shm_reduce(struct hvd_shm *s, const void *sendbuf, void *out,
+                    size_t count, hvd_dtype dt, hvd_op op, const size_t *bounds,
+                    int size, int root, char *err, size_t errlen)
+{
+    hvd_dtype acc_dt = hvd__acc_dtype(dt);
+    size_t es = hvd_dtype_size(dt), aes = hvd_dtype_size(acc_dt);
+    size_t oes = size > 0 ? es : aes, m = s->slot / aes;
+    const uint8_t *src = sendbuf;
+    int n = s->n, rc = 0, k = 0;
+
+    /* Half types need a float32 accumulator and a float32 copy of each
+     * slot's slice. */
+    uint8_t *acc = NULL, *wide = NULL;
+    if (acc_dt != dt) {
+        size_t slice = (m / (size_t)n + 1) * aes;
+        if ((acc = hvd__shm_tmp(s, 2 * slice)) == NULL) {
+            hvd__shm_abort(s);
+            return HVD_ENOMEM;
+        }
+        wide = acc + slice;
+    }
+    for (size_t c0 = 0; c0 < count; c0 += m) {
+        size_t len = count - c0 < m ? count - c0 : m;
+        memcpy(hvd__shm_slot(s, s->me), src + c0 * es, len * es);
+        if ((rc = hvd__shm_sync(s, err, errlen)))
+            return rc;
+        uint8_t *res = hvd__shm_slot(s, n);
+        size_t e = c0 + hvd__ring_seg_first(len, n, s->me);
+        size_t hi = c0 + hvd__ring_seg_first(len, n, s->me + 1);
+        while (e < hi) {
+            /* Elements of one ring segment are folded in the ring's order,
+             * so the result has the same bits as the TCP ring's. */
+            size_t end = hi;
+            if (bounds) {
+                k = seg_of(bounds, n, e, k);
+                if (bounds[k + 1] < end)
+                    end = bounds[k + 1];
+            }
+            size_t cnt = end - e;
+            uint8_t *a = acc_dt == dt || size == 0 ? res + (e - c0) * aes : acc;
+            fold(s, a, wide, c0, e, cnt, bounds ? k : 0, dt, op);
+            if (size > 0)
+                hvd__finish(res + (e - c0) * es, a, cnt, dt, op, size);
+            e = end;
+        }
+        if ((rc = hvd__shm_sync(s, err, errlen)))
+            return rc;
+        if (root < 0 || root == s->me)
+            memcpy((uint8_t *)out + c0 * oes, res, len * oes);
+        hvd__shm_flip(s);
+    }
+    return 0;
+}
+
+int hvd__shm_bcast(struct hvd_shm *s, void *buf, size_t bytes, int root,
+                   char *err, size_t errlen)
+{
+    /* A set's slots lie end to end: the whole set is one buffer here. */
+    size_t cap = ((size_t)s->n + 1) * s->slot;
+    uint8_t *p = buf;
+    int rc;
+
+    for (size_t off = 0; off < bytes; off += cap) {
+        size_t len = bytes - off < cap ? bytes - off : cap;
+        if (s->me == root)
+            memcpy(hvd__shm_slot(s, 0), p + off, len);
+        if ((rc = hvd__shm_sync(s, err, errlen)))
+            return rc;
+        if (s->me != root)
+            memcpy(p + off, hvd__shm_slot(s, 0), len);
+        hvd__shm_flip(s);
+    }
+    return 0;
+}
+
+int hvd__shm_allgatherv(struct hvd_shm *s, const void *sendbuf, void *recvbuf,
+                        const size_t *bytes, char *err, size_t errlen)
+{
+    size_t most = 0, mine_at = 0;
+    uint8_t *out = recvbuf;
+    int rc;
+
+    for (int i = 0; i < s->n; i++) {
+        if (bytes[i] > most)
+            most = bytes[i];
+        if (i < s->me)
+            mine_at += bytes[i];
+    }
+    if (bytes[s->me] > 0 && out + mine_at != sendbuf)
+        memmove(out + mine_at, sendbuf, bytes[s->me]);
+    /* Round r carries bytes r*slot .. (r+1)*slot-1 of every block; at
+     * least one round, so that even empty gathers synchronise. */
+    for (size_t off = 0; off == 0 || off < most; off += s->slot) {
+        size_t len = bytes[s->me] > off ? bytes[s->me] - off : 0;
+        if (len > 0)
+            memcpy(hvd__shm_slot(s, s->me), out + mine_at + off,
+                   len < s->slot ? len : s->slot);
+        if ((rc = hvd__shm_sync(s, err, errlen)))
+            return rc;
+        size_t at = 0;
+        for (int i = 0; i < s->n; i++) {
+            len = bytes[i] > off ? bytes[i] - off : 0;
+            if (i != s->me && len > 0)
+                memcpy(out + at + off, hvd__shm_slot(s, i),
+                       len < s->slot ? len : s->slot);
+            at += bytes[i];
+        }
+        hvd__shm_flip(s);
+    }
+    return 0;
+}
