@@ -148,6 +148,37 @@ static int opt_mark_cycles(struct hr_opts *o, const char *arg, char *err,
     return 0;
 }
 
+static int opt_hier_on(struct hr_opts *o, const char *arg, char *err, size_t n)
+{
+    (void)arg, (void)err, (void)n;
+    o->hierarchical = "1";
+    return 0;
+}
+
+static int opt_hier_off(struct hr_opts *o, const char *arg, char *err, size_t n)
+{
+    (void)arg, (void)err, (void)n;
+    o->hierarchical = "0";
+    return 0;
+}
+
+static int opt_log_level(struct hr_opts *o, const char *arg, char *err,
+                         size_t n)
+{
+    static const char *const levels[] = {"trace",   "debug", "info",
+                                         "warning", "error", "fatal"};
+    for (size_t i = 0; i < sizeof(levels) / sizeof(levels[0]); i++)
+        if (strcmp(arg, levels[i]) == 0) {
+            o->log_level = arg;
+            return 0;
+        }
+    snprintf(err, n,
+             "--log-level must be trace, debug, info, warning, error or "
+             "fatal, got '%s'",
+             arg);
+    return -1;
+}
+
 static int opt_accept_new(struct hr_opts *o, const char *arg, char *err,
                           size_t n)
 {
@@ -226,6 +257,20 @@ const struct hr_option hr_options[] = {
      opt_timeline},
     {"timeline-mark-cycles", NULL, 0, NULL,
      "mark negotiation cycles in the timeline", opt_mark_cycles},
+    {"hierarchical-allreduce", NULL, 0, NULL,
+     "across hosts, reduce within each host through shared memory and "
+     "between one leader per host (the default when hosts run several "
+     "ranks); sets HOROVOD_HIERARCHICAL_ALLREDUCE=1",
+     opt_hier_on},
+    {"no-hierarchical-allreduce", NULL, 0, NULL,
+     "one TCP ring through all ranks instead; sets "
+     "HOROVOD_HIERARCHICAL_ALLREDUCE=0",
+     opt_hier_off},
+    {"log-level", NULL, 0, "LEVEL",
+     "libhvd's log level (trace, debug, info, warning, error, fatal; "
+     "default warning); debug names each rank's transport; sets "
+     "HOROVOD_LOG_LEVEL",
+     opt_log_level},
     {"verbose", NULL, 0, NULL, "print what horovodrun does", opt_verbose},
     {"version", NULL, 'v', NULL, "print the version and exit", NULL},
     {"help", NULL, 'h', NULL, "print this help and exit", NULL},

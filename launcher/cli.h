@@ -28,6 +28,8 @@ struct hr_opts {
     int no_stall_check;
     const char *timeline;
     int timeline_mark_cycles;
+    const char *hierarchical; /* "1", "0", or NULL: the runtime decides */
+    const char *log_level;
     char **cmd; /* the command and its arguments, NULL-terminated */
     int cmdc;
 };

@@ -50,6 +50,10 @@ int main(int argc, char **argv)
         setenv(HVD_ENV_TIMELINE, o.timeline, 1);
     if (o.timeline_mark_cycles)
         setenv(HVD_ENV_TIMELINE_MARK_CYCLES, "1", 1);
+    if (o.hierarchical)
+        setenv(HVD_ENV_HIERARCHICAL_ALLREDUCE, o.hierarchical, 1);
+    if (o.log_level)
+        setenv(HVD_ENV_LOG_LEVEL, o.log_level, 1);
 
     if (o.hosts)
         rc = hvd_hostlist_parse_spec(&hl, o.hosts, err, sizeof(err));

@@ -77,6 +77,7 @@ HVD_EXPORT int hvd_init(void)
         ctx_free(c);
         goto out;
     }
+    hvd__coll_log(c);
     g_ctx = c;
 out:
     pthread_mutex_unlock(&g_init_mu);

@@ -3,6 +3,7 @@
 #include "coll.h"
 
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
@@ -244,6 +245,33 @@ int hvd__coll_allgatherv(struct hvd_ctx *c, const void *sendbuf, void *recvbuf,
         return hvd__ring_allgatherv(&c->ring, sendbuf, recvbuf, bytes, err,
                                     errlen);
     }
+}
+
+void hvd__coll_log(const struct hvd_ctx *c)
+{
+    const char *lv = getenv(HVD_ENV_LOG_LEVEL);
+    const struct hvd_topo *t = &c->topo;
+    if (lv == NULL || (strcmp(lv, "debug") != 0 && strcmp(lv, "trace") != 0))
+        return;
+    int n = c->size > 1 ? t->count[t->host] : 1;
+    if (c->size == 1)
+        fprintf(stderr, "hvd: debug: rank 0: transport: none (a job of one)\n");
+    else if (c->mode == HVD_COLL_SHM)
+        fprintf(stderr,
+                "hvd: debug: rank %d: transport: shared memory (%d ranks "
+                "on host %s)\n",
+                c->rank, n, c->shm.host);
+    else if (c->mode == HVD_COLL_HIER)
+        fprintf(stderr,
+                "hvd: debug: rank %d: transport: hierarchical (%d hosts; "
+                "%s among %d ranks on this host%s)\n",
+                c->rank, t->nhosts, n > 1 ? "shared memory" : "alone", n,
+                c->rank == t->first[t->host] ? "; leader on the TCP ring of "
+                                               "hosts"
+                                             : "");
+    else
+        fprintf(stderr, "hvd: debug: rank %d: transport: TCP ring (%d ranks)\n",
+                c->rank, c->size);
 }
 
 void hvd__coll_reset_abort(struct hvd_ctx *c)

@@ -48,6 +48,9 @@ int hvd__coll_broadcast(struct hvd_ctx *c, void *buf, size_t bytes, int root,
                         char *err, size_t errlen);
 int hvd__coll_allgatherv(struct hvd_ctx *c, const void *sendbuf, void *recvbuf,
                          const size_t *bytes, char *err, size_t errlen);
+/* With HOROVOD_LOG_LEVEL at debug or trace, says on stderr which
+ * transport this rank uses. */
+void hvd__coll_log(const struct hvd_ctx *c);
 /* Starts a collective with no failure grace period running. */
 void hvd__coll_reset_abort(struct hvd_ctx *c);
 /* Whether another rank has started a collective this rank must join. */

@@ -16,22 +16,28 @@ static int seg_of(const size_t *bounds, int n, size_t e, int k)
     return k;
 }
 
-/* Folds elements [e, end) of the current chunk (which starts at c0) from
- * every slot, starting with slot k, into acc; half types go through a
- * float32 copy of each slot. */
-static void fold(struct hvd_shm *s, uint8_t *acc, uint8_t *wide, size_t c0,
-                 size_t e, size_t cnt, int k, hvd_dtype dt, hvd_op op)
+/* Folds elements [e, e+cnt) from every rank's input, starting with rank
+ * k's, into acc. This rank's own input is read where it is (src); half
+ * types go through a float32 copy of each input. */
+static void fold(struct hvd_shm *s, uint8_t *acc, uint8_t *wide,
+                 const uint8_t *src, size_t c0, size_t e, size_t cnt, int k,
+                 hvd_dtype dt, hvd_op op)
 {
     hvd_dtype acc_dt = hvd__acc_dtype(dt);
-    size_t es = hvd_dtype_size(dt), at = (e - c0) * es;
-    hvd__widen(acc, hvd__shm_slot(s, k) + at, cnt, dt);
-    for (int j = 1; j < s->n; j++) {
-        const uint8_t *src = hvd__shm_slot(s, (k + j) % s->n) + at;
-        if (acc_dt != dt) {
-            hvd__widen(wide, src, cnt, dt);
-            src = wide;
+    size_t es = hvd_dtype_size(dt);
+    for (int j = 0; j < s->n; j++) {
+        int i = (k + j) % s->n;
+        const uint8_t *in =
+            i == s->me ? src + e * es : hvd__shm_slot(s, i) + (e - c0) * es;
+        if (j == 0) {
+            hvd__widen(acc, in, cnt, dt);
+            continue;
         }
-        hvd__reduce(acc, src, cnt, acc_dt, op);
+        if (acc_dt != dt) {
+            hvd__widen(wide, in, cnt, dt);
+            in = wide;
+        }
+        hvd__reduce(acc, in, cnt, acc_dt, op);
     }
 }
 
@@ -56,18 +62,22 @@ int hvd__shm_reduce(struct hvd_shm *s, const void *sendbuf, void *out,
         }
         wide = acc + slice;
     }
+    int mine = root < 0 || root == s->me; /* this rank wants the result */
     for (size_t c0 = 0; c0 < count; c0 += m) {
         size_t len = count - c0 < m ? count - c0 : m;
-        memcpy(hvd__shm_slot(s, s->me), src + c0 * es, len * es);
+        /* Slice i of each chunk is rank i's to reduce: the others need
+         * every part of this rank's input but that one. */
+        size_t lo = hvd__ring_seg_first(len, n, s->me);
+        size_t hi = hvd__ring_seg_first(len, n, s->me + 1);
+        uint8_t *slot = hvd__shm_slot(s, s->me), *res = hvd__shm_slot(s, n);
+        memcpy(slot, src + c0 * es, lo * es);
+        memcpy(slot + hi * es, src + (c0 + hi) * es, (len - hi) * es);
         if ((rc = hvd__shm_sync(s, err, errlen)))
             return rc;
-        uint8_t *res = hvd__shm_slot(s, n);
-        size_t e = c0 + hvd__ring_seg_first(len, n, s->me);
-        size_t hi = c0 + hvd__ring_seg_first(len, n, s->me + 1);
-        while (e < hi) {
+        for (size_t e = c0 + lo; e < c0 + hi;) {
             /* Elements of one ring segment are folded in the ring's order,
              * so the result has the same bits as the TCP ring's. */
-            size_t end = hi;
+            size_t end = c0 + hi;
             if (bounds) {
                 k = seg_of(bounds, n, e, k);
                 if (bounds[k + 1] < end)
@@ -75,15 +85,21 @@ int hvd__shm_reduce(struct hvd_shm *s, const void *sendbuf, void *out,
             }
             size_t cnt = end - e;
             uint8_t *a = acc_dt == dt || size == 0 ? res + (e - c0) * aes : acc;
-            fold(s, a, wide, c0, e, cnt, bounds ? k : 0, dt, op);
+            fold(s, a, wide, src, c0, e, cnt, bounds ? k : 0, dt, op);
             if (size > 0)
                 hvd__finish(res + (e - c0) * es, a, cnt, dt, op, size);
+            if (mine)
+                memcpy((uint8_t *)out + e * oes, res + (e - c0) * oes,
+                       cnt * oes);
             e = end;
         }
         if ((rc = hvd__shm_sync(s, err, errlen)))
             return rc;
-        if (root < 0 || root == s->me)
-            memcpy((uint8_t *)out + c0 * oes, res, len * oes);
+        if (mine) {
+            uint8_t *o = (uint8_t *)out + c0 * oes;
+            memcpy(o, res, lo * oes);
+            memcpy(o + hi * oes, res + hi * oes, (len - hi) * oes);
+        }
         hvd__shm_flip(s);
     }
     return 0;

@@ -338,17 +338,37 @@ class RemoteJobTest(SshTestCase):
         self.assertIn("[3,1]<stdout>:out 3", res.out_lines)
 
     def test_collectives_across_hosts(self):
-        res = self.hr("-np", "4", "-H", self.c.hosts_arg(2), COLLCHECK,
-                      timeout=300)
-        self.assertRc(res, 0)
-        done = re.findall(r"collcheck: rank (\d+) of (\d+): (\d+) checks, "
-                          r"(\d+) failures", res.out)
-        self.assertEqual(sorted(int(r) for r, _, _, _ in done), [0, 1, 2, 3],
-                         res.describe())
-        for _, size, checks, failures in done:
-            self.assertEqual(int(size), 4)
-            self.assertGreater(int(checks), 0)
-            self.assertEqual(int(failures), 0, res.describe())
+        # Two hosts of two ranks: hierarchical by default (shared memory on
+        # each host, a ring of the two leaders), or one TCP ring. Both must
+        # match the serial reference for every dtype and op, so they give
+        # identical results.
+        want = {
+            (): {0: "hierarchical (2 hosts; shared memory among 2 ranks on "
+                    "this host; leader on the TCP ring of hosts)",
+                 1: "hierarchical (2 hosts; shared memory among 2 ranks on "
+                    "this host)"},
+            ("--no-hierarchical-allreduce",): {0: "TCP ring (4 ranks)",
+                                               1: "TCP ring (4 ranks)"},
+        }
+        for opts, transport in want.items():
+            with self.subTest(opts=opts):
+                res = self.hr("-np", "4", "-H", self.c.hosts_arg(2),
+                              "--log-level", "debug", *opts, COLLCHECK,
+                              timeout=300)
+                self.assertRc(res, 0)
+                done = re.findall(r"collcheck: rank (\d+) of (\d+): (\d+) "
+                                  r"checks, (\d+) failures", res.out)
+                self.assertEqual(sorted(int(r) for r, _, _, _ in done),
+                                 [0, 1, 2, 3], res.describe())
+                for _, size, checks, failures in done:
+                    self.assertEqual(int(size), 4)
+                    self.assertGreater(int(checks), 150)
+                    self.assertEqual(int(failures), 0, res.describe())
+                for r in range(4):
+                    self.assertIn("[%d,%d]<stderr>:hvd: debug: rank %d: "
+                                  "transport: %s" % (r, r % 2, r,
+                                                     transport[r % 2]),
+                                  res.err, res.describe())
 
     def test_user_at_host_and_long_port_option(self):
         hosts = self.c.hosts_arg(1, user=self.c.user)

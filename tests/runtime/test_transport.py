@@ -1,0 +1,120 @@
+"""Integration tests of libhvd's transports on one host: shared memory
+gives the TCP ring's bits, leaves nothing in /dev/shm whatever the exit,
+and fails (never hangs) when a rank dies during a collective
+(tests/runtime/collcheck.c). The hierarchical path across hosts is tested
+over loopback SSH in tests/ssh/test_ssh.py."""
+
+import os
+import re
+import subprocess
+import time
+import unittest
+
+HR = os.environ["HVD_HOROVODRUN"]
+CHECK = os.environ["HVD_COLLCHECK"]
+HASH_RE = re.compile(r"collcheck: (identical \S+ n=\d+) hash ([0-9a-f]{16})")
+DONE_RE = re.compile(r"collcheck: rank (\d+) of (\d+): (\d+) checks, "
+                     r"(\d+) failures")
+TRANSPORT_RE = re.compile(r"hvd: debug: rank (\d+): transport: (.*)")
+
+
+def run(args, env=None, timeout=240):
+    env = dict(env or os.environ)
+    env[MARK.split("=")[0]] = MARK.split("=")[1]
+    start = time.monotonic()
+    p = subprocess.run(args, capture_output=True, text=True, timeout=timeout,
+                       env=env, stdin=subprocess.DEVNULL)
+    return p, time.monotonic() - start
+
+
+def dev_shm():
+    return sorted(os.listdir("/dev/shm")) if os.path.isdir("/dev/shm") else []
+
+
+MARK = "HVDTEST_TRANSPORT_MARK=%d" % os.getpid()
+
+
+def marked_processes():
+    """Processes of this test's jobs (their environment holds MARK) that
+    are still alive, and those of them that map a shared segment."""
+    alive, mapping = [], []
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            with open("/proc/%s/environ" % pid, "rb") as f:
+                if MARK.encode() not in f.read().split(b"\0"):
+                    continue
+            alive.append(pid)
+            with open("/proc/%s/maps" % pid) as f:
+                if "memfd:hvd-shm" in f.read():
+                    mapping.append(pid)
+        except OSError:
+            pass
+    return alive, mapping
+
+
+class TransportTest(unittest.TestCase):
+
+    def collcheck(self, np, **env):
+        e = dict(os.environ, **env)
+        p, _ = run([HR, "-np", str(np), "--log-level", "debug", CHECK], e)
+        self.assertEqual(p.returncode, 0, p.stdout[-3000:] + p.stderr)
+        done = DONE_RE.findall(p.stdout)
+        self.assertEqual(sorted(int(r) for r, _, _, _ in done),
+                         list(range(np)), p.stdout[-3000:])
+        for _, _, checks, failures in done:
+            self.assertGreater(int(checks), 150)
+            self.assertEqual(int(failures), 0, p.stdout[-3000:])
+        transports = dict((int(r), t) for r, t in
+                          TRANSPORT_RE.findall(p.stderr))
+        self.assertEqual(sorted(transports), list(range(np)), p.stderr)
+        hashes = dict(HASH_RE.findall(p.stdout))
+        self.assertEqual(len(hashes), 2, p.stdout[-3000:])
+        return transports, hashes
+
+    def test_shared_memory_gives_the_tcp_rings_bits(self):
+        for np in (2, 3, 4):
+            with self.subTest(np=np):
+                shm, shm_hashes = self.collcheck(np)
+                for r, t in shm.items():
+                    self.assertEqual(t, "shared memory (%d ranks on host "
+                                     "localhost)" % np)
+                tcp, tcp_hashes = self.collcheck(np, HOROVOD_SHM_DISABLE="1")
+                for r, t in tcp.items():
+                    self.assertEqual(t, "TCP ring (%d ranks)" % np)
+                # Random floats, where the order of additions shows: the
+                # same bits on both transports.
+                self.assertEqual(shm_hashes, tcp_hashes)
+
+    def test_nothing_is_left_in_dev_shm(self):
+        before = dev_shm()
+        # A normal end, a rank that fails, and a rank killed by SIGKILL
+        # while the others wait for it in shared memory.
+        ok, _ = run([HR, "-np", "3", CHECK])
+        self.assertEqual(ok.returncode, 0, ok.stdout[-2000:] + ok.stderr)
+        fails, _ = run([HR, "-np", "3", "sh", "-c",
+                        '[ "$HOROVOD_RANK" = 1 ] && exit 3; exec "$0"',
+                        CHECK])
+        self.assertEqual(fails.returncode, 3, fails.stderr)
+        killed, _ = run([HR, "-np", "3", CHECK, "--die-rank", "2"])
+        self.assertEqual(killed.returncode, 137, killed.stderr)
+        self.assertEqual(dev_shm(), before)
+        self.assertEqual(marked_processes(), ([], []))
+
+    def test_rank_killed_in_a_shared_memory_wait_fails_the_others(self):
+        p, took = run([HR, "-np", "3", "--kill-grace", "20",
+                       "--log-level", "debug", CHECK, "--die-rank", "1"],
+                      timeout=120)
+        self.assertEqual(p.returncode, 137, p.stdout + p.stderr)
+        self.assertIn("transport: shared memory", p.stderr)
+        for r in (0, 2):
+            m = re.search(r"rank %d: failed as expected: (.*) \(HVD_EPEER\)"
+                          % r, p.stdout)
+            self.assertIsNotNone(m, p.stdout)
+            self.assertIn("rank 1 (host localhost", m.group(1))
+            self.assertIn("rank %d: later call: HVD_EPEER" % r, p.stdout)
+        # The survivors ignore SIGTERM: they ended by themselves.
+        self.assertLess(took, 15)
+
+
+if __name__ == "__main__":
+    unittest.main(verbosity=2)
