@@ -466,8 +466,15 @@ int hvd__engine_start(struct hvd_ctx *c)
     const char *v = getenv(HVD_ENV_SPIN_US);
     int spin = v ? atoi(v) : 20;
     c->spin_us = c->local_size <= cpus && spin > 0 ? spin : 0;
+    /* Inside a shared-memory collective the others are due any moment,
+     * and a sleep and wake-up costs tens of microseconds a time: after
+     * the spin, yield the CPU until 10 times as long has passed (50 us
+     * with more ranks than CPUs) before sleeping. Measured: 64 MiB at
+     * -np 2 went from 2-3 to 5 GB/s. */
+    c->shm.spin_us = c->spin_us;
+    c->shm.yield_us = spin <= 0 ? 0 : c->spin_us > 0 ? 10 * c->spin_us : 50;
     /* Every transport fails its collectives through the same hooks. */
-    c->ring.spin_us = c->xring.spin_us = c->shm.spin_us = c->spin_us;
+    c->ring.spin_us = c->xring.spin_us = c->spin_us;
     c->ring.abort_fd = c->xring.abort_fd = c->rdv_fd;
     c->ring.check_abort = c->xring.check_abort = hvd__check_abort;
     c->ring.abort_ctx = c->xring.abort_ctx = c;

@@ -4,6 +4,7 @@
 
 #include <errno.h>
 #include <poll.h>
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -528,7 +529,7 @@ int hvd__shm_sync(struct hvd_shm *s, char *err, size_t errlen)
     for (int i = 0; i < s->n; i++)
         if (i != s->me)
             wake(s, i);
-    int64_t spin_until = 0;
+    int64_t since = 0;
     for (;;) {
         if (laggard(s) < 0)
             return 0;
@@ -539,12 +540,19 @@ int hvd__shm_sync(struct hvd_shm *s, char *err, size_t errlen)
             return HVD_EPEER;
         }
         /* The others usually arrive within microseconds: a short spin
-         * costs less than sleeping and being woken. */
+         * costs less than sleeping and being woken. Then yield: the rank
+         * waited for may need this CPU (more ranks than CPUs, or other
+         * work on the host), and a yield with no one to yield to is
+         * cheap. */
         int64_t now = hvd__now_us();
-        if (spin_until == 0)
-            spin_until = now + s->spin_us;
-        if (now < spin_until)
+        if (since == 0)
+            since = now;
+        if (now - since < s->spin_us)
             continue;
+        if (now - since < s->yield_us) {
+            sched_yield();
+            continue;
+        }
         hvd__shm_set_sleeping(s, 1);
         int rc = laggard(s) < 0 ? 0 : sleep_once(s, err, errlen);
         hvd__shm_set_sleeping(s, 0);

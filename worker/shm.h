@@ -30,7 +30,8 @@ struct hvd_shm {
     int *efd;      /* every local rank's eventfd; efd[me] wakes us */
     int *pidfd;    /* the other ranks' pidfds (-1: unknown) */
     uint64_t seq;  /* syncs this rank has entered */
-    int spin_us;   /* busy-wait this long before sleeping */
+    int spin_us;   /* busy-wait this long, */
+    int yield_us;  /* then yield the CPU until this long, then sleep */
     /* Abort hooks and deadline of the ring it works beside (may be NULL:
      * then only a dead peer or the deadline ends a wait). */
     struct hvd_ring *ab;
