@@ -15,14 +15,15 @@
  */
 hvd_dtype hvd__acc_dtype(hvd_dtype dt);
 
-/* Converts n elements of dt at src to the accumulator type at acc. */
+/* Converts n elements of dt at src to the accumulator type at acc; acc may
+ * be src itself, or overlap src starting above it. */
 void hvd__widen(void *acc, const void *src, size_t n, hvd_dtype dt);
 
 /*
- * acc[i] = acc[i] op src[i] for n elements of accumulator type acc_dt.
- * HVD_AVERAGE accumulates like HVD_SUM. Integers wrap modulo 2^bits (no
- * undefined behaviour for signed types). For floats, min and max return
- * NaN if either input is NaN.
+ * acc[i] = acc[i] op src[i] for n elements of accumulator type acc_dt;
+ * acc and src must not overlap. HVD_AVERAGE accumulates like HVD_SUM.
+ * Integers wrap modulo 2^bits (no undefined behaviour for signed types).
+ * For floats, min and max return NaN if either input is NaN.
  */
 void hvd__reduce(void *acc, const void *src, size_t n, hvd_dtype acc_dt,
                  hvd_op op);
@@ -46,5 +47,34 @@ float hvd__f16_to_f32(uint16_t h);
 uint16_t hvd__f32_to_f16(float f);
 float hvd__bf16_to_f32(uint16_t h);
 uint16_t hvd__f32_to_bf16(float f);
+
+/*
+ * float16 loops use the F16C instructions where the CPU has them (decided
+ * once, at the first call) and give the same bits as the portable code for
+ * every input. Tests switch to the portable code with on = 1 and back to
+ * the automatic choice with on = 0; hvd__reduce_uses_f16c says which one
+ * the loops take now.
+ */
+void hvd__reduce_force_portable(int on);
+int hvd__reduce_uses_f16c(void);
+
+/* The F16C kernels, in reduce_f16c.c, compiled for x86 only. */
+#if defined(__x86_64__) || defined(__i386__)
+#define HVD_REDUCE_X86 1
+#else
+#define HVD_REDUCE_X86 0
+#endif
+
+/* Whether this CPU (and its OS) can run the F16C kernels; 0 off x86. */
+int hvd__f16c_supported(void);
+
+/*
+ * Like the portable loops: buffers do not overlap; narrowing divides by
+ * size in float32 before the rounding, unless size is 1 (the quotient
+ * would round to the same float16). Call only if hvd__f16c_supported().
+ */
+void hvd__f16c_widen(float *restrict a, const uint16_t *restrict s, size_t n);
+void hvd__f16c_narrow(uint16_t *restrict d, const float *restrict a, size_t n,
+                      float size);
 
 #endif

@@ -1,12 +1,21 @@
 /* Unit tests for worker/reduce.c: reduction kernels and half conversion. */
 #include <criterion/criterion.h>
 
+#include <fenv.h>
 #include <math.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "worker/reduce.h"
+
+#if defined(__x86_64__) || defined(__i386__)
+#include <xmmintrin.h>
+#define HAVE_MXCSR 1
+#else
+#define HAVE_MXCSR 0
+#endif
 
 #define NELEMS(a) (sizeof(a) / sizeof((a)[0]))
 
@@ -843,6 +852,54 @@ Test(reduce, integer_average_truncates_towards_zero)
     cr_expect_eq(i64[2], INT64_MAX / 2);
 }
 
+/*
+ * The vector loops divide integers in float (8-bit) or double (int32):
+ * they must give C's truncating division for every 8-bit value and for
+ * int32 extremes, whatever the size, over enough elements (a multiple of
+ * 64 and more) that the vector part runs.
+ */
+Test(reduce, integer_average_matches_c_division_in_the_vector_loops)
+{
+    enum { N = 4096 + 3 };
+    static uint8_t u8[N];
+    static int8_t i8[N];
+    static int32_t i32[N], in32[N];
+    const int sizes[] = {1,          2,        3,     7,       100,
+                         255,        256,      65537, 1 << 24, (1 << 24) + 1,
+                         1000000007, INT32_MAX};
+    const int32_t edges[] = {INT32_MIN, INT32_MIN + 1, -1,           0,
+                             1,         INT32_MAX,     INT32_MAX - 1};
+
+    for (size_t s = 0; s < NELEMS(sizes); s++) {
+        int size = sizes[s];
+        for (size_t i = 0; i < N; i++) {
+            u8[i] = (uint8_t)i;
+            i8[i] = (int8_t)(uint8_t)i;
+            /* Multiples of size and their neighbours, where truncation
+             * is decided, then any values. */
+            int64_t k = (int64_t)(rnd() % ((uint64_t)INT32_MAX / size + 1));
+            int64_t v = (rnd() & 1 ? k : -k) * size + (int64_t)(i % 3) - 1;
+            if (i < NELEMS(edges))
+                v = edges[i];
+            else if (i % 2 || v < INT32_MIN || v > INT32_MAX)
+                v = (int32_t)(uint32_t)rnd();
+            in32[i] = (int32_t)v;
+        }
+        memcpy(i32, in32, sizeof(i32));
+        hvd__finish(u8, u8, N, HVD_UINT8, HVD_AVERAGE, size);
+        hvd__finish(i8, i8, N, HVD_INT8, HVD_AVERAGE, size);
+        hvd__finish(i32, i32, N, HVD_INT32, HVD_AVERAGE, size);
+        for (size_t i = 0; i < N; i++) {
+            cr_assert_eq(u8[i], (uint8_t)((int)(uint8_t)i / size),
+                         "uint8 %zu / %d", i & 255, size);
+            cr_assert_eq(i8[i], (int8_t)((int)(int8_t)(uint8_t)i / size),
+                         "int8 %d / %d", (int8_t)(uint8_t)i, size);
+            cr_assert_eq(i32[i], (int32_t)((int64_t)in32[i] / size),
+                         "int32 %d / %d: got %d", in32[i], size, i32[i]);
+        }
+    }
+}
+
 Test(reduce, float_average_divides_once)
 {
     float f[] = {7.0f, -1.0f, 1.0f};
@@ -994,4 +1051,332 @@ Test(reduce, in_place_widen)
         for (size_t i = 0; i < N; i++)
             cr_assert_eq((double)sep[i], get_float(half, i, halves[h]));
     }
+}
+
+/*
+ * The F16C path against the portable one. Criterion runs every test in a
+ * process of its own, so a test's choice of path does not leak into
+ * another; each still goes back to the automatic choice when done.
+ */
+static void need_f16c(void)
+{
+    if (!hvd__f16c_supported())
+        cr_skip_test("this CPU has no F16C: only the portable path exists");
+}
+
+/* Takes the portable loops (portable = 1) or the F16C ones (0). */
+static void use_portable(int portable)
+{
+    hvd__reduce_force_portable(portable);
+    cr_assert_eq(hvd__reduce_uses_f16c(), !portable, "path switch");
+}
+
+/* Fails on the first differing uint16_t, naming the input that gave it. */
+static void expect_same_halves(const uint16_t *got, const uint16_t *want,
+                               const uint32_t *in, size_t n, const char *what)
+{
+    if (memcmp(got, want, n * sizeof(*got)) == 0)
+        return;
+    for (size_t i = 0; i < n; i++)
+        cr_assert_eq(got[i], want[i], "%s: 0x%08x gave 0x%04x, not 0x%04x",
+                     what, in[i], got[i], want[i]);
+}
+
+Test(f16c, widening_matches_portable_for_all_patterns)
+{
+    static uint16_t h[0x10000];
+    static float f16c[0x10000], port[0x10000];
+
+    need_f16c();
+    for (uint32_t i = 0; i <= 0xffff; i++)
+        h[i] = (uint16_t)i;
+    use_portable(0);
+    hvd__widen(f16c, h, NELEMS(h), HVD_FLOAT16);
+    use_portable(1);
+    hvd__widen(port, h, NELEMS(h), HVD_FLOAT16);
+    hvd__reduce_force_portable(0);
+    for (uint32_t i = 0; i <= 0xffff; i++) {
+        cr_assert_eq(fbits(f16c[i]), fbits(port[i]),
+                     "0x%04x: F16C 0x%08x, portable 0x%08x", i, fbits(f16c[i]),
+                     fbits(port[i]));
+        /* The scalar conversion is the portable one too. */
+        cr_assert_eq(fbits(port[i]), fbits(hvd__f16_to_f32((uint16_t)i)),
+                     "0x%04x: scalar", i);
+    }
+}
+
+/*
+ * Narrows count float32 patterns, first, first + stride, ..., with both
+ * paths. The chunk length is odd and the buffers start one element off
+ * their alignment, so that the vector loops' tails run too.
+ */
+static void narrow_patterns(uint32_t first, uint64_t count, uint32_t stride)
+{
+    enum { CHUNK = 65531 };
+    static uint32_t in[CHUNK + 1];
+    static uint16_t f16c[CHUNK + 1], port[CHUNK + 1];
+
+    need_f16c();
+    for (uint64_t done = 0; done < count; done += CHUNK) {
+        size_t n = count - done < CHUNK ? (size_t)(count - done) : CHUNK;
+        for (size_t i = 0; i < n; i++)
+            in[1 + i] = first + (uint32_t)(done + i) * stride;
+        use_portable(0);
+        hvd__finish(f16c + 1, in + 1, n, HVD_FLOAT16, HVD_SUM, 1);
+        use_portable(1);
+        hvd__finish(port + 1, in + 1, n, HVD_FLOAT16, HVD_SUM, 1);
+        expect_same_halves(f16c + 1, port + 1, in + 1, n, "F16C vs portable");
+    }
+    hvd__reduce_force_portable(0);
+}
+
+/*
+ * Every pattern with the sign bit clear, in two tests that Criterion runs
+ * in parallel (all 2^32 take some 6 s on one core, 40 s under ASan and
+ * UBSan). Both paths take the sign apart from the magnitude, so the
+ * negative patterns are a dense sample: every 17th (17 is odd, so the
+ * low bits take every value), which includes every exponent and every
+ * NaN and rounding class.
+ */
+Test(f16c, narrowing_matches_portable_for_all_positive_patterns_0)
+{
+    narrow_patterns(0, 1u << 30, 1);
+}
+
+Test(f16c, narrowing_matches_portable_for_all_positive_patterns_1)
+{
+    narrow_patterns(1u << 30, 1u << 30, 1);
+}
+
+Test(f16c, narrowing_matches_portable_for_negative_patterns)
+{
+    narrow_patterns(0x80000000u, 0x80000000u / 17, 17);
+}
+
+/*
+ * float32 patterns where narrowing is delicate: for every float16
+ * magnitude, its value and the halfway point to the next one, each with
+ * the float32 just below and above; and float32 subnormals.
+ */
+static size_t boundary_patterns(uint32_t *u)
+{
+    size_t n = 0;
+
+    for (uint32_t h = 0; h < 0x7c00; h++) {
+        uint32_t v = fbits(hvd__f16_to_f32((uint16_t)h));
+        uint32_t next = fbits(hvd__f16_to_f32((uint16_t)(h + 1)));
+        uint32_t half = fbits((bitsf(v) + bitsf(next)) / 2);
+        if (h == 0x7bff)
+            half = 0x477ff000u; /* 65520, halfway to infinity */
+        const uint32_t around[] = {v - 1, v, v + 1, half - 1, half, half + 1};
+        for (size_t i = 0; i < NELEMS(around); i++) {
+            u[n++] = around[i];
+            u[n++] = around[i] | 0x80000000u;
+        }
+    }
+    for (uint32_t m = 1; m < 0x800000u; m += 4093)
+        u[n++] = m;
+    return n;
+}
+
+Test(f16c, narrowing_matches_portable_at_boundaries)
+{
+    static uint32_t in[0x7c00 * 12 + 0x1000];
+    static uint16_t f16c[NELEMS(in)], port[NELEMS(in)];
+    size_t n = boundary_patterns(in);
+
+    need_f16c();
+    use_portable(0);
+    hvd__finish(f16c, in, n, HVD_FLOAT16, HVD_SUM, 1);
+    use_portable(1);
+    hvd__finish(port, in, n, HVD_FLOAT16, HVD_SUM, 1);
+    expect_same_halves(f16c, port, in, n, "F16C vs portable");
+    hvd__reduce_force_portable(0);
+}
+
+/* Random float32 bit patterns, a third of them infinities, NaNs, float32
+ * subnormals or zeros. */
+static void fill_patterns(uint32_t *u, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        uint32_t r = (uint32_t)rnd();
+        switch (i % 6) {
+        case 0:
+            u[i] = r | 0x7f800000u; /* NaN or infinity */
+            break;
+        case 1:
+            u[i] = r & 0x807fffffu; /* float32 subnormal or zero */
+            break;
+        default:
+            u[i] = r;
+            break;
+        }
+    }
+}
+
+Test(f16c, average_and_scale_match_portable)
+{
+    enum { N = 4099 };
+    static uint32_t in[N];
+    static uint16_t f16c[N], port[N], half[N];
+    const int sizes[] = {1, 2, 3, 7, 1000, 1 << 25};
+    const double factors[] = {0.5, 3.0, 1.0 / 3.0, 1e-7, 65504.0};
+
+    need_f16c();
+    fill_patterns(in, N);
+    for (size_t s = 0; s < NELEMS(sizes); s++) {
+        use_portable(0);
+        hvd__finish(f16c, in, N, HVD_FLOAT16, HVD_AVERAGE, sizes[s]);
+        use_portable(1);
+        hvd__finish(port, in, N, HVD_FLOAT16, HVD_AVERAGE, sizes[s]);
+        expect_same_halves(f16c, port, in, N, "F16C vs portable");
+    }
+    for (size_t i = 0; i < N; i++)
+        half[i] = (uint16_t)rnd();
+    for (size_t f = 0; f < NELEMS(factors); f++) {
+        memcpy(f16c, half, sizeof(half));
+        memcpy(port, half, sizeof(half));
+        use_portable(0);
+        hvd__scale(f16c, N, HVD_FLOAT16, factors[f]);
+        use_portable(1);
+        hvd__scale(port, N, HVD_FLOAT16, factors[f]);
+        for (size_t i = 0; i < N; i++)
+            cr_assert_eq(f16c[i], port[i],
+                         "0x%04x * %g: F16C 0x%04x, portable 0x%04x", half[i],
+                         factors[f], f16c[i], port[i]);
+    }
+    hvd__reduce_force_portable(0);
+}
+
+/* The whole pipeline, scaling included, gives the same bytes both ways. */
+Test(f16c, pipeline_matches_portable_for_every_dtype_and_op)
+{
+    const size_t sizes[] = {1, 7, 64, 1003, 5000};
+
+    need_f16c();
+    for (size_t d = 0; d < NELEMS(all_dtypes); d++) {
+        hvd_dtype dt = all_dtypes[d];
+        size_t es = hvd_dtype_size(dt);
+        for (size_t s = 0; s < NELEMS(sizes); s++) {
+            size_t n = sizes[s];
+            void *in[3], *out[2];
+            for (int r = 0; r < 3; r++) {
+                in[r] = malloc(n * es);
+                cr_assert(in[r]);
+                fill_random(in[r], n, dt);
+            }
+            for (size_t o = 0; o < NELEMS(all_ops); o++) {
+                for (int p = 0; p < 2; p++) {
+                    out[p] = malloc(n * es);
+                    cr_assert(out[p]);
+                    use_portable(p);
+                    run_pipeline(out[p], in, 3, n, dt, all_ops[o]);
+                    if (dt == HVD_FLOAT16 || dt == HVD_BFLOAT16 ||
+                        dt == HVD_FLOAT32 || dt == HVD_FLOAT64)
+                        hvd__scale(out[p], n, dt, 0.37);
+                }
+                cr_assert_arr_eq(out[0], out[1], n * es, "dtype %d op %d n %zu",
+                                 dt, all_ops[o], n);
+                free(out[0]);
+                free(out[1]);
+            }
+            for (int r = 0; r < 3; r++)
+                free(in[r]);
+        }
+    }
+    hvd__reduce_force_portable(0);
+}
+
+/*
+ * Converting in place (and, for widening, into a buffer that overlaps the
+ * source from above, as hvd__widen allows) gives what separate buffers
+ * give, on both paths and over more elements than one bounce block.
+ */
+Test(reduce, in_place_conversions_on_both_paths)
+{
+    enum { N = 5000 };
+    const hvd_dtype halves[] = {HVD_FLOAT16, HVD_BFLOAT16};
+    static uint16_t half[N];
+    static float sep[N], buf[N + 1];
+    static uint16_t nsep[N];
+    int paths = hvd__f16c_supported() ? 2 : 1;
+
+    for (int p = 0; p < paths; p++) {
+        /* F16C first where there is one, then the portable loops. */
+        use_portable(paths == 1 || p == 1);
+        for (size_t h = 0; h < NELEMS(halves); h++) {
+            fill_random(half, N, halves[h]);
+            hvd__widen(sep, half, N, halves[h]);
+
+            memcpy(buf, half, sizeof(half));
+            hvd__widen(buf, buf, N, halves[h]);
+            cr_assert_arr_eq(buf, sep, sizeof(sep), "dtype %d path %d",
+                             halves[h], p);
+
+            /* The destination one element above the source's start. */
+            memcpy(buf, half, sizeof(half));
+            hvd__widen(buf + 1, buf, N, halves[h]);
+            cr_assert_arr_eq(buf + 1, sep, sizeof(sep), "overlap dtype %d",
+                             halves[h]);
+
+            for (int avg = 0; avg < 2; avg++) {
+                hvd_op op = avg ? HVD_AVERAGE : HVD_SUM;
+                hvd__finish(nsep, sep, N, halves[h], op, 3);
+                memcpy(buf, sep, sizeof(sep));
+                hvd__finish(buf, buf, N, halves[h], op, 3);
+                cr_assert_arr_eq(buf, nsep, sizeof(nsep), "dtype %d op %d",
+                                 halves[h], op);
+            }
+        }
+    }
+    hvd__reduce_force_portable(0);
+}
+
+/*
+ * The conversions must not depend on the rounding mode, nor on the
+ * flush-to-zero and denormals-are-zero bits of x86's MXCSR: on both paths
+ * they give what they give in the default environment.
+ */
+Test(reduce, conversions_ignore_the_floating_point_environment)
+{
+    enum { MAX = 0x7c00 * 12 + 0x1000 };
+    static uint32_t in[MAX];
+    static uint16_t want[MAX], got[MAX], h[0x10000];
+    static float wwant[0x10000], wgot[0x10000];
+    const int modes[] = {FE_TONEAREST, FE_UPWARD, FE_DOWNWARD, FE_TOWARDZERO};
+    int paths = hvd__f16c_supported() ? 2 : 1;
+    size_t n = boundary_patterns(in);
+
+    cr_assert(n <= MAX);
+    for (uint32_t i = 0; i <= 0xffff; i++)
+        h[i] = (uint16_t)i;
+    /* The default environment's answers, from the portable path. */
+    use_portable(1);
+    hvd__finish(want, in, n, HVD_FLOAT16, HVD_SUM, 1);
+    hvd__widen(wwant, h, NELEMS(h), HVD_FLOAT16);
+
+    for (int p = 0; p < paths; p++) {
+        use_portable(p == 0);
+        for (size_t m = 0; m < NELEMS(modes); m++) {
+            for (int ftz = 0; ftz <= HAVE_MXCSR; ftz++) {
+                fenv_t env;
+                cr_assert_eq(fegetenv(&env), 0);
+                cr_assert_eq(fesetround(modes[m]), 0);
+#if HAVE_MXCSR
+                if (ftz)
+                    _mm_setcsr(_mm_getcsr() | 0x8040u); /* FTZ and DAZ */
+#endif
+                hvd__finish(got, in, n, HVD_FLOAT16, HVD_SUM, 1);
+                hvd__widen(wgot, h, NELEMS(h), HVD_FLOAT16);
+                cr_assert_eq(fesetenv(&env), 0);
+                char what[64];
+                snprintf(what, sizeof(what), "path %d mode %zu ftz %d", p, m,
+                         ftz);
+                expect_same_halves(got, want, in, n, what);
+                cr_assert_arr_eq(wgot, wwant, sizeof(wgot), "widening, %s",
+                                 what);
+            }
+        }
+    }
+    hvd__reduce_force_portable(0);
 }
