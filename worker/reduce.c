@@ -416,6 +416,11 @@ void hvd__widen(void *acc, const void *src, size_t n, hvd_dtype dt)
     static void fn(T *restrict a, const T *restrict b, size_t n)               \
     {                                                                          \
         L(n, T x = a[i]; T y = b[i]; a[i] = (expr));                           \
+    }                                                                          \
+    static void fn##3(T *restrict d, const T *restrict a, const T *restrict b, \
+                      size_t n)                                                \
+    {                                                                          \
+        L(n, T x = a[i]; T y = b[i]; d[i] = (expr));                           \
     }
 
 /*
@@ -449,21 +454,51 @@ INT_KERNELS(i64, int64_t, uint64_t, LOOP4)
 FLOAT_KERNELS(f32, float, LOOP)
 FLOAT_KERNELS(f64, double, LOOP4)
 
-#define DISPATCH_OP(name)                                                      \
+/* Calls the kernel of type name and op with args; sfx is empty for the
+ * two-operand kernels and 3 for the three-operand ones. */
+#define DISPATCH_OP(name, sfx, ...)                                            \
     do {                                                                       \
         switch (op) {                                                          \
         case HVD_SUM:                                                          \
         case HVD_AVERAGE:                                                      \
-            name##_sum(acc, src, n);                                           \
+            name##_sum##sfx(__VA_ARGS__);                                      \
             break;                                                             \
         case HVD_PRODUCT:                                                      \
-            name##_prod(acc, src, n);                                          \
+            name##_prod##sfx(__VA_ARGS__);                                     \
             break;                                                             \
         case HVD_MIN:                                                          \
-            name##_min(acc, src, n);                                           \
+            name##_min##sfx(__VA_ARGS__);                                      \
             break;                                                             \
         case HVD_MAX:                                                          \
-            name##_max(acc, src, n);                                           \
+            name##_max##sfx(__VA_ARGS__);                                      \
+            break;                                                             \
+        }                                                                      \
+    } while (0)
+
+#define DISPATCH_TYPE(sfx, ...)                                                \
+    do {                                                                       \
+        switch (acc_dt) {                                                      \
+        case HVD_UINT8:                                                        \
+            DISPATCH_OP(u8, sfx, __VA_ARGS__);                                 \
+            break;                                                             \
+        case HVD_INT8:                                                         \
+            DISPATCH_OP(i8, sfx, __VA_ARGS__);                                 \
+            break;                                                             \
+        case HVD_INT32:                                                        \
+            DISPATCH_OP(i32, sfx, __VA_ARGS__);                                \
+            break;                                                             \
+        case HVD_INT64:                                                        \
+            DISPATCH_OP(i64, sfx, __VA_ARGS__);                                \
+            break;                                                             \
+        case HVD_FLOAT32:                                                      \
+            DISPATCH_OP(f32, sfx, __VA_ARGS__);                                \
+            break;                                                             \
+        case HVD_FLOAT64:                                                      \
+            DISPATCH_OP(f64, sfx, __VA_ARGS__);                                \
+            break;                                                             \
+        case HVD_FLOAT16:                                                      \
+        case HVD_BFLOAT16:                                                     \
+            /* Never an accumulator type: a caller bug; do nothing. */         \
             break;                                                             \
         }                                                                      \
     } while (0)
@@ -471,32 +506,15 @@ FLOAT_KERNELS(f64, double, LOOP4)
 void hvd__reduce(void *acc, const void *src, size_t n, hvd_dtype acc_dt,
                  hvd_op op)
 {
-    if (n == 0)
-        return;
-    switch (acc_dt) {
-    case HVD_UINT8:
-        DISPATCH_OP(u8);
-        break;
-    case HVD_INT8:
-        DISPATCH_OP(i8);
-        break;
-    case HVD_INT32:
-        DISPATCH_OP(i32);
-        break;
-    case HVD_INT64:
-        DISPATCH_OP(i64);
-        break;
-    case HVD_FLOAT32:
-        DISPATCH_OP(f32);
-        break;
-    case HVD_FLOAT64:
-        DISPATCH_OP(f64);
-        break;
-    case HVD_FLOAT16:
-    case HVD_BFLOAT16:
-        /* Never an accumulator type: a caller bug, so leave acc alone. */
-        break;
-    }
+    if (n > 0)
+        DISPATCH_TYPE(, acc, src, n);
+}
+
+void hvd__reduce3(void *dst, const void *a, const void *b, size_t n,
+                  hvd_dtype acc_dt, hvd_op op)
+{
+    if (n > 0)
+        DISPATCH_TYPE(3, dst, a, b, n);
 }
 
 /*

@@ -27,6 +27,10 @@ void hvd__widen(void *acc, const void *src, size_t n, hvd_dtype dt);
  */
 void hvd__reduce(void *acc, const void *src, size_t n, hvd_dtype acc_dt,
                  hvd_op op);
+/* dst[i] = a[i] op b[i], as hvd__reduce computes it; none may overlap.
+ * Saves a pass over dst where the first two inputs are folded. */
+void hvd__reduce3(void *dst, const void *a, const void *b, size_t n,
+                  hvd_dtype acc_dt, hvd_op op);
 
 /*
  * Converts n accumulated elements back to dt (round to nearest even for

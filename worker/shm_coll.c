@@ -25,10 +25,20 @@ static void fold(struct hvd_shm *s, uint8_t *acc, uint8_t *wide,
 {
     hvd_dtype acc_dt = hvd__acc_dtype(dt);
     size_t es = hvd_dtype_size(dt);
+    const uint8_t *first = NULL;
     for (int j = 0; j < s->n; j++) {
         int i = (k + j) % s->n;
         const uint8_t *in =
             i == s->me ? src + e * es : hvd__shm_slot(s, i) + (e - c0) * es;
+        /* Same types: the first two inputs fold in one pass. */
+        if (j == 0 && acc_dt == dt) {
+            first = in;
+            continue;
+        }
+        if (j == 1 && first) {
+            hvd__reduce3(acc, first, in, cnt, acc_dt, op);
+            continue;
+        }
         if (j == 0) {
             hvd__widen(acc, in, cnt, dt);
             continue;
