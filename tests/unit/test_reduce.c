@@ -623,6 +623,34 @@ Test(reduce, every_dtype_and_op_against_reference)
                                             nr);
 }
 
+Test(reduce, three_operand_kernels_match_copy_then_reduce)
+{
+    const size_t sizes[] = {1, 63, 64, 65, 1003};
+    const hvd_dtype accs[] = {HVD_UINT8, HVD_INT8,    HVD_INT32,
+                              HVD_INT64, HVD_FLOAT32, HVD_FLOAT64};
+    uint8_t a[1003 * 8], b[1003 * 8], want[1003 * 8], got[1003 * 8];
+    uint32_t x = 12345;
+
+    for (size_t i = 0; i < sizeof(a); i++) {
+        x = x * 1103515245u + 12345u;
+        a[i] = (uint8_t)(x >> 16);
+        b[i] = (uint8_t)(x >> 8);
+    }
+    for (size_t d = 0; d < NELEMS(accs); d++)
+        for (size_t o = 0; o < NELEMS(all_ops); o++)
+            for (size_t s = 0; s < NELEMS(sizes); s++) {
+                size_t n = sizes[s], bytes = n * hvd_dtype_size(accs[d]);
+                memcpy(want, a, bytes);
+                hvd__reduce(want, b, n, accs[d], all_ops[o]);
+                memset(got, 0xa5, sizeof(got));
+                hvd__reduce3(got, a, b, n, accs[d], all_ops[o]);
+                cr_assert(memcmp(got, want, bytes) == 0, "dtype %d op %d n %zu",
+                          accs[d], all_ops[o], n);
+                /* Nothing past the end is written. */
+                cr_assert(got[bytes] == 0xa5);
+            }
+}
+
 Test(reduce, average_accumulates_like_sum)
 {
     int32_t a[5] = {1, -2, 3, INT32_MAX, 7};
