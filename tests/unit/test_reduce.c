@@ -628,7 +628,7 @@ Test(reduce, three_operand_kernels_match_copy_then_reduce)
     const size_t sizes[] = {1, 63, 64, 65, 1003};
     const hvd_dtype accs[] = {HVD_UINT8, HVD_INT8,    HVD_INT32,
                               HVD_INT64, HVD_FLOAT32, HVD_FLOAT64};
-    uint8_t a[1003 * 8], b[1003 * 8], want[1003 * 8], got[1003 * 8];
+    uint8_t a[1003 * 8], b[1003 * 8], want[1003 * 8], got[1003 * 8 + 1];
     uint32_t x = 12345;
 
     for (size_t i = 0; i < sizeof(a); i++) {
