@@ -251,27 +251,29 @@ void hvd__coll_log(const struct hvd_ctx *c)
 {
     const char *lv = getenv(HVD_ENV_LOG_LEVEL);
     const struct hvd_topo *t = &c->topo;
+    char what[160];
     if (lv == NULL || (strcmp(lv, "debug") != 0 && strcmp(lv, "trace") != 0))
         return;
     int n = c->size > 1 ? t->count[t->host] : 1;
     if (c->size == 1)
-        fprintf(stderr, "hvd: debug: rank 0: transport: none (a job of one)\n");
+        snprintf(what, sizeof(what), "none (a job of one)");
     else if (c->mode == HVD_COLL_SHM)
-        fprintf(stderr,
-                "hvd: debug: rank %d: transport: shared memory (%d ranks "
-                "on host %s)\n",
-                c->rank, n, c->shm.host);
-    else if (c->mode == HVD_COLL_HIER)
-        fprintf(stderr,
-                "hvd: debug: rank %d: transport: hierarchical (%d hosts; "
-                "%s among %d ranks on this host%s)\n",
-                c->rank, t->nhosts, n > 1 ? "shared memory" : "alone", n,
-                c->rank == t->first[t->host] ? "; leader on the TCP ring of "
-                                               "hosts"
-                                             : "");
+        snprintf(what, sizeof(what), "shared memory (%d ranks on host %s)", n,
+                 c->shm.host);
+    else if (c->mode == HVD_COLL_RING)
+        snprintf(what, sizeof(what), "TCP ring (%d ranks)", c->size);
+    else if (n > 1)
+        snprintf(what, sizeof(what),
+                 "hierarchical (%d hosts; shared memory among %d ranks on "
+                 "this host%s)",
+                 t->nhosts, n,
+                 is_leader(c) ? "; leader on the TCP ring of hosts" : "");
     else
-        fprintf(stderr, "hvd: debug: rank %d: transport: TCP ring (%d ranks)\n",
-                c->rank, c->size);
+        snprintf(what, sizeof(what),
+                 "hierarchical (%d hosts; the only rank on this host; leader "
+                 "on the TCP ring of hosts)",
+                 t->nhosts);
+    fprintf(stderr, "hvd: debug: rank %d: transport: %s\n", c->rank, what);
 }
 
 void hvd__coll_reset_abort(struct hvd_ctx *c)

@@ -370,6 +370,23 @@ class RemoteJobTest(SshTestCase):
                                                      transport[r % 2]),
                                   res.err, res.describe())
 
+    def test_collectives_across_uneven_hosts(self):
+        # Three ranks on one host and one on the other: the lone rank is
+        # its host's leader and has no shared memory.
+        res = self.hr("-np", "4", "-H", self.c.hosts_arg([3, 1]),
+                      "--log-level", "debug", COLLCHECK, timeout=300)
+        self.assertRc(res, 0)
+        done = re.findall(r"collcheck: rank (\d+) of 4: (\d+) checks, "
+                          r"0 failures", res.out)
+        self.assertEqual(sorted(int(r) for r, _ in done), [0, 1, 2, 3],
+                         res.describe())
+        self.assertIn("[3,0]<stderr>:hvd: debug: rank 3: transport: "
+                      "hierarchical (2 hosts; the only rank on this host; "
+                      "leader on the TCP ring of hosts)", res.err)
+        self.assertIn("[2,2]<stderr>:hvd: debug: rank 2: transport: "
+                      "hierarchical (2 hosts; shared memory among 3 ranks "
+                      "on this host)", res.err)
+
     def test_user_at_host_and_long_port_option(self):
         hosts = self.c.hosts_arg(1, user=self.c.user)
         res = self.hr("--ssh-port", self.port, "-np", "2", "-H", hosts,
