@@ -370,6 +370,20 @@ class RemoteJobTest(SshTestCase):
                                                      transport[r % 2]),
                                   res.err, res.describe())
 
+    def test_dead_rank_fails_the_others_hierarchical(self):
+        # Rank 1 waits for its host's leader in shared memory; rank 3 for
+        # rank 2 in shared memory; rank 0 for rank 2 on the ring of hosts.
+        res = self.hr("-np", "4", "-H", self.c.hosts_arg(2), "--kill-grace",
+                      "20", COLLCHECK, "--die-rank", "2", timeout=120)
+        self.assertRc(res, 137)
+        for r in (0, 1, 3):
+            m = re.search(r"rank %d: failed as expected: (.*) \(HVD_EPEER\)"
+                          % r, res.out)
+            self.assertIsNotNone(m, res.describe())
+            self.assertIn("rank 2 (host %s" % self.c.hosts[1], m.group(1))
+        # The survivors ignore SIGTERM: they ended by themselves.
+        self.assertLess(res.elapsed, 15)
+
     def test_collectives_across_uneven_hosts(self):
         # Three ranks on one host and one on the other: the lone rank is
         # its host's leader and has no shared memory.
