@@ -44,5 +44,10 @@
 #define HVD_ENV_START_TIMEOUT "HOROVOD_START_TIMEOUT"
 /* Test hook: the agent reports this many GPUs instead of counting them. */
 #define HVD_ENV_TEST_GPUS "HVD_TEST_GPU_COUNT"
+/* Test hook: libhvd's test double of CUDA device memory (see gpu.h). */
+#define HVD_ENV_TEST_FAKE_GPU "HVD_TEST_FAKE_GPU"
+/* libhvd stages CUDA device buffers through host memory even with NCCL
+ * (NCCL refuses two ranks on one GPU). */
+#define HVD_ENV_FORCE_GPU_STAGING "HVD_FORCE_GPU_STAGING"
 
 #endif

@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "common/envc.h"
+#include "hvd_build.h"
 #include "hvd_version.h"
 
 #define USAGE                                                                  \
@@ -194,7 +195,28 @@ static int opt_verbose(struct hr_opts *o, const char *arg, char *err, size_t n)
     return 0;
 }
 
-/* --help and --version are handled by the parser itself. */
+/* What this build of horovodrun and libhvd has, in Horovod's format. */
+static void check_build(FILE *out)
+{
+    fprintf(out,
+            "horovodrun %s:\n\n"
+            "Available Controllers:\n"
+            "    [X] horovodrun (TCP rendezvous, SSH)\n"
+            "    [%c] MPI\n\n"
+            "Available Tensor Operations:\n"
+            "    [X] TCP\n"
+            "    [X] Shared memory\n"
+            "    [%c] NCCL\n"
+            "    [%c] MPI\n\n"
+            "Device buffers:\n"
+            "    [%c] CUDA%s\n",
+            HVD_VERSION, HVD_HAVE_MPI ? 'X' : ' ', HVD_HAVE_NCCL ? 'X' : ' ',
+            HVD_HAVE_MPI ? 'X' : ' ', HVD_HAVE_CUDA ? 'X' : ' ',
+            HVD_HAVE_CUDA && !HVD_HAVE_NCCL ? " (staged through host memory)"
+                                            : "");
+}
+
+/* --help, --version and --check-build are handled by the parser itself. */
 const struct hr_option hr_options[] = {
     {"num-proc", "-np", 0, "N", "number of processes (ranks) to start", opt_np},
     {"hosts", NULL, 'H', "HOSTS",
@@ -272,6 +294,10 @@ const struct hr_option hr_options[] = {
      "HOROVOD_LOG_LEVEL",
      opt_log_level},
     {"verbose", NULL, 0, NULL, "print what horovodrun does", opt_verbose},
+    {"check-build", "-cb", 0, NULL,
+     "print which controllers and tensor operations this build has and "
+     "exit",
+     NULL},
     {"version", NULL, 'v', NULL, "print the version and exit", NULL},
     {"help", NULL, 'h', NULL, "print this help and exit", NULL},
 };
@@ -427,6 +453,10 @@ int hr_cli_parse(struct hr_opts *o, int argc, char **argv, FILE *out, char *err,
         }
         if (strcmp(op->name, "version") == 0) {
             fprintf(out, "horovodrun %s\n", HVD_VERSION);
+            return HR_CLI_DONE;
+        }
+        if (strcmp(op->name, "check-build") == 0) {
+            check_build(out);
             return HR_CLI_DONE;
         }
         if (op->handler(o, optarg, err, errlen) != 0)

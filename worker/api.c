@@ -8,6 +8,7 @@
 #include "common/envc.h"
 #include "common/hvd_err.h"
 #include "ctx.h"
+#include "gpu.h"
 
 static struct hvd_ctx *g_ctx;
 static pthread_mutex_t g_init_mu = PTHREAD_MUTEX_INITIALIZER;
@@ -29,6 +30,7 @@ static void ctx_free(struct hvd_ctx *c)
     if (c == NULL)
         return;
     hvd__engine_stop(c);
+    hvd__device_close(c);
     hvd__ring_close(&c->ring);
     hvd__ring_close(&c->xring);
     hvd__shm_close(&c->shm);
@@ -110,6 +112,19 @@ GETTER(hvd_cross_rank, cross_rank)
 GETTER(hvd_cross_size, cross_size)
 #undef GETTER
 
+HVD_EXPORT int hvd_device(void)
+{
+    struct hvd_ctx *c = g_ctx;
+    if (c == NULL)
+        return HVD_ENOTINIT;
+    /* horovodrun's pinning leaves each rank one visible device. */
+    const char *v = getenv(HVD_ENV_CUDA_VISIBLE);
+    if (v && v[0] && strchr(v, ',') == NULL)
+        return 0;
+    int n = hvd__gpu_count();
+    return n > 0 ? c->local_rank % n : c->local_rank;
+}
+
 /* A job of one gathers its own elements. */
 static int local_allgather(struct hvd_work *w)
 {
@@ -157,6 +172,13 @@ static int set_name(struct hvd_ctx *c, struct hvd_work *w, const char *name,
 static int start(struct hvd_request *op, hvd_handle *handle)
 {
     struct hvd_ctx *c = g_ctx;
+    char msg[HVD_ERRMSG + HVD_NAME_MAX + 8], why[HVD_ERRMSG] = "";
+    for (int i = 0; i < op->nparts; i++)
+        if (hvd__device_classify(&op->parts[i], why, sizeof(why)) != 0) {
+            snprintf(msg, sizeof(msg), "'%s': %s", op->parts[i].name, why);
+            free(op);
+            return fail(HVD_EINVAL, msg);
+        }
     *handle = op;
     if (!c->standalone) {
         hvd__engine_submit(c, op);
@@ -164,15 +186,20 @@ static int start(struct hvd_request *op, hvd_handle *handle)
     }
     for (int i = 0; i < op->nparts && op->rc == 0; i++) {
         struct hvd_work *w = &op->parts[i];
-        if (w->kind == HVD_OP_ALLREDUCE)
+        if (w->device) {
+            op->rc = hvd__device_exec(c, &w, 1, why, sizeof(why));
+            snprintf(w->err, sizeof(w->err), "%s", why);
+        } else if (w->kind == HVD_OP_ALLREDUCE)
             op->rc = hvd__ring_allreduce(&c->ring, w->sendbuf, w->recvbuf,
                                          w->count, w->dtype, w->op_kind, w->err,
                                          sizeof(w->err));
         else if (w->kind == HVD_OP_ALLGATHER)
             op->rc = local_allgather(w);
-        if (op->rc)
-            snprintf(op->err, sizeof(op->err), "'%s': %s", w->name,
+        if (op->rc) {
+            /* Cut to fit op->err. */
+            snprintf(op->err, sizeof(op->err), "'%.200s': %.300s", w->name,
                      w->err[0] ? w->err : hvd_strerror(op->rc));
+        }
     }
     atomic_store(&op->done, 1);
     return 0;

@@ -49,7 +49,12 @@ struct hvd_work {
     int compress;                   /* float32 sent as float16 */
     double prescale;                /* 1: none */
     double postscale;               /* 1: none */
-    struct hvd_work *pend_next;     /* chain in the pending table */
+    int device;                     /* the buffers are CUDA device memory */
+    int device_id;                  /* on this device */
+    const void *dev_sendbuf;        /* while staged through host memory */
+    void *dev_recvbuf;
+    uint8_t *host;
+    struct hvd_work *pend_next; /* chain in the pending table */
 };
 
 /* What hvd_*_async returns: parts that complete together. */
@@ -111,7 +116,8 @@ struct hvd_ctx {
     uint8_t *fuse_buf;
     size_t fuse_cap;
     int64_t last_cycle_us;
-    int failed; /* sticky: every later collective fails with this */
+    struct hvd_nccl *nccl; /* made at the first device operation */
+    int failed;            /* sticky: every later collective fails with this */
     int fail_rc;
     char fail_msg[HVD_ERRMSG];
 };
@@ -143,6 +149,15 @@ int hvd__fused_allreduce(struct hvd_ctx *c, struct hvd_work **ws, int n,
 /* Every rank's len bytes, in rank order: *all (malloc) and lens[size]. */
 int hvd__exec_gather(struct hvd_ctx *c, const uint8_t *mine, size_t len,
                      uint8_t **all, size_t *lens, char *err, size_t errlen);
+/* Sets w->device when w's buffers are CUDA device memory; HVD_EINVAL when
+ * one is and the other is not. */
+int hvd__device_classify(struct hvd_work *w, char *err, size_t errlen);
+/* Runs one negotiated operation, or n fused allreduces, on device buffers:
+ * NCCL, or staged through host memory. */
+int hvd__device_exec(struct hvd_ctx *c, struct hvd_work **ws, int n, char *err,
+                     size_t errlen);
+/* Frees what the device paths made (the NCCL communicator). */
+void hvd__device_close(struct hvd_ctx *c);
 /* Stops the thread (says goodbye to the rendezvous server) and joins it. */
 void hvd__engine_stop(struct hvd_ctx *c);
 

@@ -123,7 +123,7 @@ static int fusable(const struct hvd_ctx *c, const struct hvd_work *w,
            w->count * es <= FUSE_MAX_TENSOR &&
            q->count * es <= FUSE_MAX_TENSOR && w->kind == HVD_OP_ALLREDUCE &&
            q->kind == HVD_REQ_ALLREDUCE && q->dtype == w->dtype &&
-           q->op == w->op_kind &&
+           q->op == w->op_kind && q->device == w->device &&
            bytes + q->count * hvd_dtype_size(w->dtype) <= c->fusion_threshold;
 }
 
@@ -182,10 +182,12 @@ static void respond(struct hvd_ctx *c, struct hvd_resp *resp, size_t n)
         }
         char err[HVD_ERRMSG] = "";
         int64_t t0 = hvd__now_us();
-        int rc = c->failed ? c->fail_rc
+        int rc = c->failed   ? c->fail_rc
+                 : w->device ? hvd__device_exec(c, ng ? group : &w, ng ? ng : 1,
+                                                err, sizeof(err))
                  : ng > 1 ? hvd__fused_allreduce(c, group, ng, err, sizeof(err))
                           : hvd__exec(c, w);
-        if (ng <= 1)
+        if (ng <= 1 && !w->device)
             snprintf(err, sizeof(err), "%s", w->err);
         if (rc == HVD_EPEER || rc == HVD_ESYS)
             rc = hvd__ring_failed(c, rc, err);
@@ -286,6 +288,7 @@ static void cycle(struct hvd_ctx *c)
                                    .count = w->count,
                                    .name = w->name,
                                    .compress = (uint8_t)w->compress,
+                                   .device = (uint8_t)w->device,
                                    .prescale = w->prescale,
                                    .postscale = w->postscale};
     }

@@ -89,6 +89,7 @@ static int32_t cache_find(const struct hvd_neg *t, const struct hvd_req *req)
         return c->kind == req->kind && c->dtype == req->dtype &&
                        c->op == req->op && c->root == req->root &&
                        c->count == req->count && c->compress == req->compress &&
+                       c->device == req->device &&
                        c->prescale == req->prescale &&
                        c->postscale == req->postscale
                    ? id
@@ -204,6 +205,12 @@ static void compare(struct hvd_neg_entry *e, int rank, const struct hvd_req *r)
                  "tensor '%s'",
                  k, a, f->compress, f->prescale, f->postscale, rank,
                  r->compress, r->prescale, r->postscale, e->first.name);
+    else if (r->device != f->device && f->kind != HVD_REQ_BARRIER)
+        snprintf(e->msg, sizeof(e->msg),
+                 "Mismatched %s memory: rank %d gave %s memory, rank %d %s "
+                 "memory for tensor '%s'",
+                 k, a, f->device ? "CUDA device" : "host", rank,
+                 r->device ? "CUDA device" : "host", e->first.name);
     else if (r->root != f->root && f->kind == HVD_REQ_BROADCAST)
         snprintf(e->msg, sizeof(e->msg),
                  "Mismatched %s root ranks: rank %d named root %d, rank %d "
@@ -339,6 +346,7 @@ int hvd__neg_encode(const struct hvd_neg *t, const struct hvd_req *reqs,
         hvd_wbuf_u32(&w, (uint32_t)reqs[i].count);
         hvd_wbuf_str(&w, reqs[i].name);
         hvd_wbuf_u8(&w, reqs[i].compress);
+        hvd_wbuf_u8(&w, reqs[i].device);
         double f[2] = {reqs[i].prescale, reqs[i].postscale};
         for (int k = 0; k < 2; k++) {
             uint64_t b;
@@ -425,6 +433,7 @@ int hvd__neg_decode(const struct hvd_neg *t, const uint8_t *p, size_t len,
         a[i].count = hi << 32 | hvd_rbuf_u32(&r);
         a[i].name = hvd_rbuf_strdup(&r);
         a[i].compress = hvd_rbuf_u8(&r);
+        a[i].device = hvd_rbuf_u8(&r);
         double *f[2] = {&a[i].prescale, &a[i].postscale};
         for (int k = 0; k < 2; k++) {
             uint64_t b = (uint64_t)hvd_rbuf_u32(&r) << 32;

@@ -25,6 +25,7 @@ struct hvd_req {
     uint64_t count; /* allgather: this rank's own count, may differ */
     char *name;
     uint8_t compress; /* allreduce: sent as float16 */
+    uint8_t device;   /* the buffers are CUDA device memory */
     double prescale, postscale;
 };
 
@@ -94,8 +95,9 @@ int hvd__neg_ready_cached(struct hvd_neg *t, size_t id, struct hvd_resp **out,
  * Request lists on the wire: the cached requests as a bitmap over the
  * cache (length-prefixed, one bit per id), then u32 n and the others in
  * full: u8 kind, u8 dtype, u8 op, i32 root, u64 count (two u32), str
- * name, u8 compress, and the prescale and postscale factors (IEEE doubles
- * as two u32 each). In steady state a cycle's message is the bitmap alone.
+ * name, u8 compress, u8 device, and the prescale and postscale factors (IEEE
+ * doubles as two u32 each). In steady state a cycle's message is the bitmap
+ * alone.
  */
 int hvd__neg_encode(const struct hvd_neg *t, const struct hvd_req *reqs,
                     size_t n, uint8_t **out, size_t *len);

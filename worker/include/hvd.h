@@ -94,10 +94,25 @@ HVD_EXPORT int hvd_cross_rank(void);
 HVD_EXPORT int hvd_cross_size(void);
 
 /*
+ * The CUDA device this rank should use: 0 when horovodrun pinned the rank
+ * to one GPU (CUDA_VISIBLE_DEVICES lists one device), otherwise its local
+ * rank modulo the number of visible devices (the local rank in a build
+ * without CUDA). HVD_ENOTINIT before hvd_init.
+ */
+HVD_EXPORT int hvd_device(void);
+
+/*
  * Reduces count elements across all ranks; every rank gets the same bits.
  * In place when sendbuf == recvbuf. name identifies the operation in error
  * messages (may be NULL). All ranks must call collectives in the same
  * order with the same count, dtype and op.
+ *
+ * In a build with CUDA, the buffers of hvd_allreduce, hvd_broadcast and
+ * hvd_allgather (and their _async forms) may be CUDA device memory (found
+ * with cudaPointerGetAttributes): NCCL reduces them on the device, or,
+ * without NCCL, they are staged through host memory. The data must be
+ * ready: synchronize the stream that wrote it before the call. A call
+ * returns (a handle completes) when the result is in place.
  */
 HVD_EXPORT int hvd_allreduce(const void *sendbuf, void *recvbuf, size_t count,
                              hvd_dtype dtype, hvd_op op, const char *name);
@@ -110,7 +125,9 @@ HVD_EXPORT int hvd_broadcast(void *buf, size_t count, hvd_dtype dtype, int root,
  * Concatenates every rank's elements in rank order. Each rank may give a
  * different count. On success *recvbuf is a new malloc()ed buffer (free()
  * it; NULL when the total is 0) and counts[r], an array of hvd_size()
- * entries supplied by the caller, holds rank r's count.
+ * entries supplied by the caller, holds rank r's count. When sendbuf is
+ * CUDA device memory, *recvbuf is device memory from cudaMalloc (free it
+ * with cudaFree).
  */
 HVD_EXPORT int hvd_allgather(const void *sendbuf, size_t count, hvd_dtype dtype,
                              void **recvbuf, size_t *counts, const char *name);

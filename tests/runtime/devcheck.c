@@ -1,0 +1,192 @@
+/* Checks collectives on device buffers through libhvd's test double of
+ * CUDA (HVD_TEST_FAKE_GPU=1): its "device" memory is mapped without
+ * access, so any host access by the runtime crashes, and results can only
+ * come back through the staging path. Run under horovodrun or alone;
+ * exits 1 on a wrong result. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "gpu.h"
+#include "hvd.h"
+#include "reduce.h"
+
+static int rank, size, failures, checks;
+
+static void check(int ok, const char *what)
+{
+    checks++;
+    if (!ok) {
+        failures++;
+        printf("devcheck: rank %d: FAILED %s: %s\n", rank, what,
+               hvd_last_error());
+    }
+}
+
+/* Device memory holding n bytes of host. */
+static void *upload(const void *host, size_t n)
+{
+    char err[256];
+    void *d = hvd__gpu_fake_alloc(n);
+    if (d == NULL || hvd__gpu_copy(d, host, n, 0, err, sizeof(err)) != 0) {
+        printf("devcheck: cannot make fake device memory\n");
+        exit(2);
+    }
+    return d;
+}
+
+static void download(void *host, const void *dev, size_t n)
+{
+    char err[256];
+    if (hvd__gpu_copy(host, dev, n, 0, err, sizeof(err)) != 0)
+        exit(2);
+}
+
+static void test_allreduce_f32(size_t n)
+{
+    float *in = malloc(n * 4 + 4), *got = malloc(n * 4 + 4);
+    for (size_t i = 0; i < n; i++)
+        in[i] = (float)(rank + 1) * (float)(i % 97);
+    void *d = upload(in, n * 4), *o = hvd__gpu_fake_alloc(n * 4);
+    int rc = hvd_allreduce(d, o, n, HVD_FLOAT32, HVD_SUM, "f32");
+    download(got, o, n * 4);
+    int ok = rc == 0;
+    float ranks = (float)size * (float)(size + 1) / 2;
+    for (size_t i = 0; ok && i < n; i++)
+        ok = got[i] == ranks * (float)(i % 97);
+    check(ok, "allreduce float32 sum");
+    free(in);
+    free(got);
+}
+
+static void test_allreduce_f16_average(size_t n)
+{
+    uint16_t *in = malloc(n * 2 + 2), *got = malloc(n * 2 + 2);
+    for (size_t i = 0; i < n; i++)
+        in[i] = hvd__f32_to_f16((float)(2 * rank + (int)(i % 5)));
+    void *d = upload(in, n * 2);
+    int rc = hvd_allreduce(d, d, n, HVD_FLOAT16, HVD_AVERAGE, "f16");
+    download(got, d, n * 2);
+    int ok = rc == 0;
+    for (size_t i = 0; ok && i < n; i++)
+        ok = hvd__f16_to_f32(got[i]) == (float)(size - 1) + (float)(i % 5);
+    check(ok, "allreduce float16 average in place");
+    free(in);
+    free(got);
+}
+
+/* Several small tensors at once: fused on the host after staging. */
+static void test_grouped(void)
+{
+    enum { N = 5, COUNT = 33 };
+    int32_t in[N][COUNT], got[COUNT];
+    const void *sends[N];
+    void *recvs[N];
+    size_t counts[N];
+    for (int t = 0; t < N; t++) {
+        for (int i = 0; i < COUNT; i++)
+            in[t][i] = rank * 100 + t * 10 + i;
+        sends[t] = upload(in[t], sizeof(in[t]));
+        recvs[t] = hvd__gpu_fake_alloc(sizeof(in[t]));
+        counts[t] = COUNT;
+    }
+    int rc = hvd_grouped_allreduce(sends, recvs, counts, N, HVD_INT32, HVD_MAX,
+                                   "grouped");
+    int ok = rc == 0;
+    for (int t = 0; ok && t < N; t++) {
+        download(got, recvs[t], sizeof(got));
+        for (int i = 0; ok && i < COUNT; i++)
+            ok = got[i] == (size - 1) * 100 + t * 10 + i;
+    }
+    check(ok, "grouped allreduce int32 max");
+}
+
+static void test_broadcast(int root, size_t n)
+{
+    int64_t *buf = malloc(n * 8 + 8);
+    for (size_t i = 0; i < n; i++)
+        buf[i] = rank == root ? (int64_t)(i * 7 + (size_t)root) : -1;
+    void *d = upload(buf, n * 8);
+    int rc = hvd_broadcast(d, n, HVD_INT64, root, "bcast");
+    download(buf, d, n * 8);
+    int ok = rc == 0;
+    for (size_t i = 0; ok && i < n; i++)
+        ok = buf[i] == (int64_t)(i * 7 + (size_t)root);
+    check(ok, "broadcast int64");
+    free(buf);
+}
+
+static void test_allgather(void)
+{
+    size_t mine = 3 + (size_t)rank, total = 0;
+    double in[16], *got;
+    size_t *counts = calloc((size_t)size, sizeof(*counts));
+    void *out = NULL;
+    for (size_t i = 0; i < mine; i++)
+        in[i] = rank * 10.0 + (double)i;
+    void *d = upload(in, mine * 8);
+    int rc = hvd_allgather(d, mine, HVD_FLOAT64, &out, counts, "gather");
+    int ok = rc == 0 && out != NULL;
+    for (int r = 0; ok && r < size; r++) {
+        ok = counts[r] == 3 + (size_t)r;
+        total += counts[r];
+    }
+    /* The result is device memory too: only a copy can read it. */
+    int dev = -1;
+    ok = ok && hvd__gpu_is_device(out, &dev) == 1;
+    got = malloc(total * 8 + 8);
+    if (ok)
+        download(got, out, total * 8);
+    for (int r = 0, k = 0; ok && r < size; r++)
+        for (size_t i = 0; ok && i < counts[r]; i++, k++)
+            ok = got[k] == r * 10.0 + (double)i;
+    check(ok, "allgather float64 into device memory");
+    free(got);
+    free(counts);
+}
+
+/* Host and device buffers in one call are refused at once. */
+static void test_mixed_buffers(void)
+{
+    float host[4] = {0};
+    void *d = hvd__gpu_fake_alloc(sizeof(host));
+    int rc = hvd_allreduce(d, host, 4, HVD_FLOAT32, HVD_SUM, "mixed");
+    check(rc == HVD_EINVAL &&
+              strstr(hvd_last_error(), "both be host memory or both") != NULL,
+          "mixed host and device buffers refused");
+}
+
+/* One rank's device tensor against another's host tensor of one name. */
+static void test_memory_mismatch(void)
+{
+    float host[4] = {1, 2, 3, 4};
+    void *buf = rank == 0 ? upload(host, sizeof(host)) : (void *)host;
+    int rc = hvd_allreduce(buf, buf, 4, HVD_FLOAT32, HVD_SUM, "where");
+    check(size == 1 ? rc == 0 : rc == HVD_EMISMATCH, "memory mismatch");
+    if (rc == HVD_EMISMATCH)
+        printf("devcheck: rank %d: %s\n", rank, hvd_last_error());
+}
+
+int main(void)
+{
+    if (hvd_init() != 0) {
+        printf("devcheck: hvd_init failed: %s\n", hvd_last_error());
+        return 2;
+    }
+    rank = hvd_rank();
+    size = hvd_size();
+    printf("devcheck: rank %d: hvd_device %d\n", rank, hvd_device());
+    test_allreduce_f32(7);
+    test_allreduce_f32((1u << 20) + 3);
+    test_allreduce_f16_average(1001);
+    test_grouped();
+    for (int root = 0; root < size; root++)
+        test_broadcast(root, 4099);
+    test_allgather();
+    test_mixed_buffers();
+    test_memory_mismatch();
+    printf("devcheck: rank %d of %d: %d checks, %d failures\n", rank, size,
+           checks, failures);
+    hvd_shutdown();
+    return failures ? 1 : 0;
+}

@@ -1,0 +1,154 @@
+/* Operations on CUDA device buffers: NCCL where the build has it and the
+ * operation suits it, otherwise staged through host memory and run on
+ * the host transports. */
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/envc.h"
+#include "common/hvd_err.h"
+#include "ctx.h"
+#include "gpu.h"
+#include "hvd_build.h"
+#if HVD_HAVE_NCCL
+#include "gpu_nccl.h"
+#endif
+
+int hvd__device_classify(struct hvd_work *w, char *err, size_t errlen)
+{
+    int sdev = 0, rdev = 0;
+    int s = hvd__gpu_is_device(w->sendbuf, &sdev);
+    int r = hvd__gpu_is_device(w->recvbuf, &rdev);
+    if (w->sendbuf && w->recvbuf && (s != r || sdev != rdev)) {
+        snprintf(err, errlen,
+                 "the send and receive buffers must both be host memory or "
+                 "both on one CUDA device");
+        return HVD_EINVAL;
+    }
+    w->device = s || r;
+    w->device_id = s ? sdev : rdev;
+    return 0;
+}
+
+/* Why device buffers take the host path, said once per process. */
+static void notice(const struct hvd_ctx *c, const char *why)
+{
+    static atomic_int said;
+    if (atomic_exchange(&said, 1) == 0)
+        fprintf(stderr,
+                "hvd: notice: rank %d: CUDA device buffers are staged "
+                "through host memory (%s); collectives on them are slower\n",
+                c->rank, why);
+}
+
+/* Copies a part's device input to host memory and points it there. */
+static int stage_in(struct hvd_ctx *c, struct hvd_work *w, char *err,
+                    size_t errlen)
+{
+    size_t bytes = w->count * hvd_dtype_size(w->dtype);
+    int rc = 0;
+    w->dev_sendbuf = w->sendbuf;
+    w->dev_recvbuf = w->recvbuf;
+    if ((w->host = malloc(bytes ? bytes : 1)) == NULL)
+        return HVD_ENOMEM;
+    switch (w->kind) {
+    case HVD_OP_ALLREDUCE:
+        rc = hvd__gpu_copy(w->host, w->sendbuf, bytes, w->device_id, err,
+                           errlen);
+        w->sendbuf = w->recvbuf = w->host;
+        break;
+    case HVD_OP_BROADCAST:
+        if (c->rank == w->root)
+            rc = hvd__gpu_copy(w->host, w->recvbuf, bytes, w->device_id, err,
+                               errlen);
+        w->recvbuf = w->host;
+        break;
+    default: /* allgather */
+        rc = hvd__gpu_copy(w->host, w->sendbuf, bytes, w->device_id, err,
+                           errlen);
+        w->sendbuf = w->host;
+        break;
+    }
+    return rc;
+}
+
+/* Puts the result where the caller wants it (for allgather, in new device
+ * memory) and frees the staging copy. */
+static int stage_out(struct hvd_ctx *c, struct hvd_work *w, int ok, char *err,
+                     size_t errlen)
+{
+    size_t es = hvd_dtype_size(w->dtype), bytes = w->count * es;
+    int rc = 0;
+    if (ok && w->kind == HVD_OP_ALLREDUCE)
+        rc = hvd__gpu_copy(w->dev_recvbuf, w->host, bytes, w->device_id, err,
+                           errlen);
+    else if (ok && w->kind == HVD_OP_BROADCAST && c->rank != w->root)
+        rc = hvd__gpu_copy(w->dev_recvbuf, w->host, bytes, w->device_id, err,
+                           errlen);
+    else if (ok && w->kind == HVD_OP_ALLGATHER && *w->gathered) {
+        size_t total = 0;
+        void *dev = NULL;
+        for (int r = 0; r < c->size; r++)
+            total += w->counts[r] * es;
+        rc = hvd__gpu_alloc(&dev, total, w->device_id, err, errlen);
+        if (rc == 0 && (rc = hvd__gpu_copy(dev, *w->gathered, total,
+                                           w->device_id, err, errlen)) != 0)
+            dev = NULL; /* left to the process: a failed copy is rare */
+        free(*w->gathered);
+        *w->gathered = dev;
+    }
+    w->sendbuf = w->dev_sendbuf;
+    w->recvbuf = w->dev_recvbuf;
+    free(w->host);
+    w->host = NULL;
+    return rc;
+}
+
+static int staged(struct hvd_ctx *c, struct hvd_work **ws, int n, char *err,
+                  size_t errlen)
+{
+    int rc = 0, in = 0;
+    for (; in < n && rc == 0; in++)
+        rc = stage_in(c, ws[in], err, errlen);
+    if (rc == 0) {
+        rc = n > 1 ? hvd__fused_allreduce(c, ws, n, err, errlen)
+                   : hvd__exec(c, ws[0]);
+        if (rc && n == 1)
+            snprintf(err, errlen, "%s", ws[0]->err);
+    }
+    for (int i = 0; i < in; i++) {
+        int out = stage_out(c, ws[i], rc == 0, err, errlen);
+        if (rc == 0)
+            rc = out;
+    }
+    return rc;
+}
+
+int hvd__device_exec(struct hvd_ctx *c, struct hvd_work **ws, int n, char *err,
+                     size_t errlen)
+{
+    const char *force = getenv(HVD_ENV_FORCE_GPU_STAGING);
+    if (force && atoi(force) != 0) {
+        notice(c, HVD_ENV_FORCE_GPU_STAGING " is set");
+        return staged(c, ws, n, err, errlen);
+    }
+#if HVD_HAVE_NCCL
+    if (!hvd__gpu_fake() && hvd__nccl_can(ws[0]))
+        return hvd__nccl_exec(c, ws, n, err, errlen);
+    notice(c, hvd__gpu_fake() ? "the test double stands in for CUDA"
+                              : "NCCL has no such operation");
+#else
+    notice(c, "this libhvd was built without NCCL");
+#endif
+    return staged(c, ws, n, err, errlen);
+}
+
+void hvd__device_close(struct hvd_ctx *c)
+{
+#if HVD_HAVE_NCCL
+    hvd__nccl_close(c);
+#else
+    (void)c;
+#endif
+}
