@@ -175,16 +175,27 @@ static int get_comm(struct hvd_ctx *c, int device, struct hvd_nccl **out,
     return wait_done(c, g, 1, err, errlen);
 }
 
-/* Runs NCCL calls enqueued by fn, as one group, and waits for them. */
+/* Checks what an NCCL call returned (r): a non-blocking communicator may
+ * still be enqueueing it (ncclInProgress), so wait until it has, before
+ * anything else goes on the stream. */
+static int settle(struct hvd_ctx *c, struct hvd_nccl *g, ncclResult_t r,
+                  const char *what, char *err, size_t errlen)
+{
+    if (r == ncclInProgress)
+        return wait_done(c, g, 1, err, errlen);
+    if (r == ncclSuccess)
+        return 0;
+    say(err, errlen, what, r);
+    abort_comm(g);
+    return HVD_ESYS;
+}
+
+/* Settles the NCCL calls just made, then waits for the stream. */
 static int run_group(struct hvd_ctx *c, struct hvd_nccl *g, ncclResult_t r,
                      const char *what, char *err, size_t errlen)
 {
-    if (r != ncclSuccess && r != ncclInProgress) {
-        say(err, errlen, what, r);
-        abort_comm(g);
-        return HVD_ESYS;
-    }
-    return wait_done(c, g, 0, err, errlen);
+    int rc = settle(c, g, r, what, err, errlen);
+    return rc ? rc : wait_done(c, g, 0, err, errlen);
 }
 
 static int allreduce(struct hvd_ctx *c, struct hvd_nccl *g,
@@ -209,26 +220,30 @@ static int allreduce(struct hvd_ctx *c, struct hvd_nccl *g,
         g->fuse_cap = 0;
         if (cudaMalloc(&g->fuse, total) != cudaSuccess) {
             snprintf(err, errlen,
-                     "cudaMalloc of a %zu-byte fusion buffer "
-                     "failed",
-                     total);
+                     "cannot allocate a %zu-byte device fusion buffer", total);
             return HVD_ENOMEM;
         }
         g->fuse_cap = total;
     }
     uint8_t *f = g->fuse;
     cudaError_t e = cudaSuccess;
-    for (int i = 0, off = 0; i < n && e == cudaSuccess; i++) {
+    size_t off = 0;
+    for (int i = 0; i < n && e == cudaSuccess; i++) {
         e = cudaMemcpyAsync(f + off, ws[i]->sendbuf, ws[i]->count * es,
                             cudaMemcpyDeviceToDevice, g->stream);
-        off += (int)(ws[i]->count * es);
+        off += ws[i]->count * es;
     }
-    ncclResult_t r = e == cudaSuccess ? ncclAllReduce(f, f, total / es, t,
-                                                      nccl_op(ws[0]->op_kind),
-                                                      g->comm, g->stream)
-                                      : ncclInvalidUsage;
-    size_t off = 0;
-    for (int i = 0; i < n && e == cudaSuccess && r == ncclSuccess; i++) {
+    if (e == cudaSuccess) {
+        int rc =
+            settle(c, g,
+                   ncclAllReduce(f, f, total / es, t, nccl_op(ws[0]->op_kind),
+                                 g->comm, g->stream),
+                   "ncclAllReduce", err, errlen);
+        if (rc)
+            return rc;
+    }
+    off = 0;
+    for (int i = 0; i < n && e == cudaSuccess; i++) {
         e = cudaMemcpyAsync(ws[i]->recvbuf, f + off, ws[i]->count * es,
                             cudaMemcpyDeviceToDevice, g->stream);
         off += ws[i]->count * es;
@@ -238,7 +253,7 @@ static int allreduce(struct hvd_ctx *c, struct hvd_nccl *g,
         abort_comm(g);
         return HVD_ESYS;
     }
-    return run_group(c, g, r, "ncclAllReduce", err, errlen);
+    return wait_done(c, g, 0, err, errlen);
 }
 
 /* Every rank's count over the host transport, then each rank's block
