@@ -1,4 +1,5 @@
 /* The CUDA runtime's side of gpu.h (CUDA builds only). */
+#include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
 
@@ -7,9 +8,30 @@
 #include "common/hvd_err.h"
 #include "gpu.h"
 
+static pthread_once_t g_once = PTHREAD_ONCE_INIT;
+static int g_count;
+
+static void count_devices(void)
+{
+    if (cudaGetDeviceCount(&g_count) != cudaSuccess) {
+        cudaGetLastError();
+        g_count = 0;
+    }
+}
+
+int hvd__cuda_count(void)
+{
+    pthread_once(&g_once, count_devices);
+    return g_count;
+}
+
 int hvd__cuda_is_device(const void *p, int *device)
 {
     struct cudaPointerAttributes a;
+    /* Without a device (or a driver) no pointer is device memory, and
+     * asking CUDA each time costs tens of microseconds a call. */
+    if (hvd__cuda_count() == 0)
+        return 0;
     if (cudaPointerGetAttributes(&a, p) != cudaSuccess) {
         /* No driver, no device, or a pointer CUDA never saw: host. */
         cudaGetLastError();
@@ -45,14 +67,4 @@ int hvd__cuda_alloc(void **p, size_t n, int device, char *err, size_t errlen)
     snprintf(err, errlen, "cudaMalloc of %zu bytes on device %d: %s", n, device,
              cudaGetErrorString(e));
     return HVD_ENOMEM;
-}
-
-int hvd__cuda_count(void)
-{
-    int n = 0;
-    if (cudaGetDeviceCount(&n) != cudaSuccess) {
-        cudaGetLastError();
-        return 0;
-    }
-    return n;
 }
