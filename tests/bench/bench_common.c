@@ -4,6 +4,7 @@
 #include <errno.h>
 #include <getopt.h>
 #include <inttypes.h>
+#include <limits.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -34,6 +35,7 @@ struct opts {
     enum bench_dtype dtype;
     enum bench_coll coll;
     int iters, warmup, check, inplace, root;
+    int device; /* -G: buffers in CUDA device memory */
 };
 
 static void usage(FILE *f, const char *prog)
@@ -58,6 +60,9 @@ static void usage(FILE *f, const char *prog)
             "  -I, --inplace 0|1   allreduce in place (default 0)\n"
             "  -R, --rotate N      rotate buffers over N bytes (default "
             "64M)\n"
+            "  -G, --device        send and receive buffers in CUDA device "
+            "memory (a\n"
+            "                      build with CUDA only)\n"
             "  -h, --help          print this help\n"
             "size is the message per rank for allreduce and broadcast and "
             "the gathered\nresult for allgather, as in nccl-tests.\n",
@@ -134,6 +139,7 @@ static int parse_opts(int argc, char **argv, const char *prog, int rank,
         {"root", required_argument, NULL, 'r'},
         {"inplace", required_argument, NULL, 'I'},
         {"rotate", required_argument, NULL, 'R'},
+        {"device", no_argument, NULL, 'G'},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0}};
     /* Only rank 0 complains, so that a bad option is reported once. */
@@ -151,7 +157,7 @@ static int parse_opts(int argc, char **argv, const char *prog, int rank,
                        .warmup = 5,
                        .check = 1};
     opterr = 0;
-    while ((c = getopt_long(argc, argv, "b:e:f:o:d:n:w:c:t:r:I:R:h", longopts,
+    while ((c = getopt_long(argc, argv, "b:e:f:o:d:n:w:c:t:r:I:R:Gh", longopts,
                             NULL)) != -1) {
         int bad = 0;
         switch (c) {
@@ -196,6 +202,9 @@ static int parse_opts(int argc, char **argv, const char *prog, int rank,
             break;
         case 'r':
             bad = parse_int(optarg, 0, &o->root);
+            break;
+        case 'G':
+            o->device = 1;
             break;
         case 'h':
             if (rank == 0)
@@ -421,10 +430,15 @@ static double now(void)
     return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
-/* One size's buffers: nslots slots of stride bytes each, per role. */
+/*
+ * One size's buffers: nslots slots of stride bytes each, per role. With
+ * dev set, send and recv are device memory, and host is where inputs are
+ * made and results checked, one slot's worth.
+ */
 struct bufs {
-    unsigned char *send, *recv;
+    unsigned char *send, *recv, *host;
     size_t send_stride, recv_stride, nslots;
+    const struct bench_device *dev;
 };
 
 static size_t round_up(size_t n, size_t a)
@@ -434,18 +448,53 @@ static size_t round_up(size_t n, size_t a)
 
 static void bufs_free(struct bufs *b)
 {
-    free(b->send);
-    free(b->recv);
+    if (b->dev != NULL) {
+        b->dev->free(b->send);
+        b->dev->free(b->recv);
+    } else {
+        free(b->send);
+        free(b->recv);
+    }
+    free(b->host);
     memset(b, 0, sizeof(*b));
+}
+
+/* The device buffers of bufs_alloc: NULL, or why they could not be made. */
+static const char *bufs_alloc_device(struct bufs *b, const struct opts *o,
+                                     size_t send_bytes, int rank)
+{
+    const struct bench_device *dev = b->dev;
+    size_t es = dtype_sizes[o->dtype];
+    size_t host_bytes =
+        b->send_stride > b->recv_stride ? b->send_stride : b->recv_stride;
+    void *send = NULL, *recv = NULL;
+    const char *why = dev->alloc(&send, b->nslots * b->send_stride);
+    b->send = send;
+    if (why == NULL)
+        why = dev->alloc(&recv, b->nslots * b->recv_stride);
+    b->recv = recv;
+    if (why != NULL)
+        return why;
+    b->host = malloc(host_bytes);
+    if (b->host == NULL)
+        return "out of memory";
+    fill(b->host, send_bytes / es, o->dtype, o->op, rank);
+    for (size_t s = 0; s < b->nslots && why == NULL; s++)
+        why = dev->copy(b->send + s * b->send_stride, b->host, send_bytes);
+    if (why == NULL)
+        why = dev->fill(b->recv, 0, b->nslots * b->recv_stride);
+    return why;
 }
 
 /*
  * Allocates enough slots that one pass over them covers o->rotate bytes
  * (but no more slots than there are iterations to use them), and writes
- * every byte so that no page fault lands in the timed loop.
+ * every byte so that no page fault lands in the timed loop. Returns NULL,
+ * or why the buffers could not be made.
  */
-static int bufs_alloc(struct bufs *b, const struct opts *o, size_t send_bytes,
-                      size_t recv_bytes, int rank)
+static const char *bufs_alloc(struct bufs *b, const struct opts *o,
+                              size_t send_bytes, size_t recv_bytes, int rank,
+                              const struct bench_device *dev)
 {
     memset(b, 0, sizeof(*b));
     b->send_stride = round_up(send_bytes ? send_bytes : 1, SLOT_ALIGN);
@@ -454,18 +503,25 @@ static int bufs_alloc(struct bufs *b, const struct opts *o, size_t send_bytes,
     size_t want = (o->rotate + per_slot - 1) / per_slot;
     size_t most = (size_t)o->iters + (size_t)o->warmup;
     b->nslots = want < 1 ? 1 : want > most ? most : want;
+    b->dev = dev;
+    if (dev != NULL) {
+        const char *why = bufs_alloc_device(b, o, send_bytes, rank);
+        if (why != NULL)
+            bufs_free(b);
+        return why;
+    }
     b->send = aligned_alloc(4096, round_up(b->nslots * b->send_stride, 4096));
     b->recv = aligned_alloc(4096, round_up(b->nslots * b->recv_stride, 4096));
     if (b->send == NULL || b->recv == NULL) {
         bufs_free(b);
-        return -1;
+        return "out of memory";
     }
     size_t es = dtype_sizes[o->dtype];
     for (size_t s = 0; s < b->nslots; s++)
         fill(b->send + s * b->send_stride, send_bytes / es, o->dtype, o->op,
              rank);
     memset(b->recv, 0, b->nslots * b->recv_stride);
-    return 0;
+    return NULL;
 }
 
 struct run {
@@ -474,7 +530,52 @@ struct run {
     struct bufs *b;
     size_t count; /* elements per rank (sent, for allgather) */
     int rank, size;
+    const struct bench_device *dev; /* with -G */
+    const char *why;                /* what a device call said, on failure */
 };
+
+/* The code a failed device call returns; x->why says what went wrong. */
+#define DEVICE_FAILED INT_MIN
+
+/* Gives back allgather's result, which is device memory with -G. */
+static void release_out(const struct run *x, void *out)
+{
+    if (x->dev != NULL)
+        x->dev->free(out);
+    else
+        x->be->release(out);
+}
+
+/* Copies n bytes of inputs made at src on the host to dst (device only). */
+static int upload(struct run *x, void *dst, const void *src, size_t n)
+{
+    if (x->dev == NULL || n == 0)
+        return 0;
+    x->why = x->dev->copy(dst, src, n);
+    return x->why != NULL ? DEVICE_FAILED : 0;
+}
+
+/* Fills n bytes of a buffer with all-ones, on the host or the device. */
+static int poison(struct run *x, void *p, size_t n)
+{
+    if (x->dev == NULL) {
+        memset(p, 0xff, n);
+        return 0;
+    }
+    x->why = x->dev->fill(p, 0xff, n);
+    return x->why != NULL ? DEVICE_FAILED : 0;
+}
+
+/* Points *got at n bytes of results: src, or a host copy of it. */
+static int readback(struct run *x, const void **got, const void *src, size_t n)
+{
+    *got = src;
+    if (x->dev == NULL || n == 0)
+        return 0;
+    x->why = x->dev->copy(x->b->host, src, n);
+    *got = x->b->host;
+    return x->why != NULL ? DEVICE_FAILED : 0;
+}
 
 /* One collective on slot k of the buffers. */
 static int run_once(const struct run *x, size_t k)
@@ -495,7 +596,7 @@ static int run_once(const struct run *x, size_t k)
     case BENCH_ALLGATHER:
         rc = be->allgather(send, x->count, o->dtype, recv, &out);
         if (rc == 0)
-            be->release(out);
+            release_out(x, out);
         return rc;
     }
     return -1;
@@ -503,46 +604,57 @@ static int run_once(const struct run *x, size_t k)
 
 /*
  * Runs the collective once more on slot 0 with fresh inputs and a
- * poisoned output, and counts this rank's wrong elements.
+ * poisoned output, and counts this rank's wrong elements. With -G the
+ * inputs are made on the host and copied to the device, and the results
+ * copied back to be checked.
  */
-static int check_once(const struct run *x, int64_t *wrong)
+static int check_once(struct run *x, int64_t *wrong)
 {
     const struct bench_backend *be = x->be;
     const struct opts *o = x->o;
     enum bench_dtype dt = o->dtype;
-    size_t es = dtype_sizes[dt];
+    size_t es = dtype_sizes[dt], bytes = x->count * es;
     unsigned char *send = x->b->send, *recv = x->b->recv;
+    /* Where inputs are made: send itself, or the host copy for -G. */
+    unsigned char *in = x->dev != NULL ? x->b->host : send;
+    unsigned char *dst = o->inplace ? send : recv;
+    const void *got = NULL;
     void *out = NULL;
     int rc = 0;
 
     /* All-ones bytes are NaN in every float type: never a right answer. */
     switch (o->coll) {
     case BENCH_ALLREDUCE:
-        fill(send, x->count, dt, o->op, x->rank);
-        if (!o->inplace)
-            memset(recv, 0xff, x->count * es);
-        rc = be->allreduce(send, o->inplace ? send : recv, x->count, dt, o->op);
-        if (rc == 0)
-            *wrong = check_allreduce(o->inplace ? send : recv, x->count, dt,
-                                     o->op, x->size);
+        fill(in, x->count, dt, o->op, x->rank);
+        if ((rc = upload(x, send, in, bytes)) != 0 ||
+            (!o->inplace && (rc = poison(x, recv, bytes)) != 0) ||
+            (rc = be->allreduce(send, dst, x->count, dt, o->op)) != 0 ||
+            (rc = readback(x, &got, dst, bytes)) != 0)
+            break;
+        *wrong = check_allreduce(got, x->count, dt, o->op, x->size);
         break;
     case BENCH_BROADCAST:
-        if (x->rank == o->root)
-            fill(send, x->count, dt, BENCH_SUM, x->rank);
-        else
-            memset(send, 0xff, x->count * es);
-        rc = be->broadcast(send, x->count, dt, o->root);
-        if (rc == 0)
-            *wrong = check_copy(send, x->count, dt, o->root, 1);
+        if (x->rank == o->root) {
+            fill(in, x->count, dt, BENCH_SUM, x->rank);
+            rc = upload(x, send, in, bytes);
+        } else {
+            rc = poison(x, send, bytes);
+        }
+        if (rc != 0 || (rc = be->broadcast(send, x->count, dt, o->root)) != 0 ||
+            (rc = readback(x, &got, send, bytes)) != 0)
+            break;
+        *wrong = check_copy(got, x->count, dt, o->root, 1);
         break;
     case BENCH_ALLGATHER:
-        fill(send, x->count, dt, BENCH_SUM, x->rank);
-        memset(recv, 0xff, x->count * es * (size_t)x->size);
-        rc = be->allgather(send, x->count, dt, recv, &out);
-        if (rc == 0) {
-            *wrong = check_copy(out, x->count, dt, 0, x->size);
-            be->release(out);
-        }
+        fill(in, x->count, dt, BENCH_SUM, x->rank);
+        if ((rc = upload(x, send, in, bytes)) != 0 ||
+            (rc = poison(x, recv, bytes * (size_t)x->size)) != 0 ||
+            (rc = be->allgather(send, x->count, dt, recv, &out)) != 0)
+            break;
+        rc = readback(x, &got, out, bytes * (size_t)x->size);
+        if (rc == 0)
+            *wrong = check_copy(got, x->count, dt, 0, x->size);
+        release_out(x, out);
         break;
     }
     return rc;
@@ -551,7 +663,8 @@ static int check_once(const struct run *x, int64_t *wrong)
 static int fail(const struct run *x, const char *what, size_t bytes, int rc)
 {
     fprintf(stderr, "%s: rank %d: %s of %zu bytes failed: %s\n", x->be->prog,
-            x->rank, what, bytes, x->be->error(rc));
+            x->rank, what, bytes,
+            rc == DEVICE_FAILED ? x->why : x->be->error(rc));
     return -1;
 }
 
@@ -580,9 +693,11 @@ static int run_size(struct run *x, size_t bytes, double *sum_busbw)
     size_t recv_bytes = o->coll == BENCH_ALLGATHER                  ? total * es
                         : o->coll == BENCH_ALLREDUCE && !o->inplace ? send_bytes
                                                                     : 0;
-    if (bufs_alloc(&b, o, send_bytes, recv_bytes, x->rank) != 0) {
-        fprintf(stderr, "%s: rank %d: out of memory for %zu bytes\n", be->prog,
-                x->rank, bytes);
+    const char *why =
+        bufs_alloc(&b, o, send_bytes, recv_bytes, x->rank, x->dev);
+    if (why != NULL) {
+        fprintf(stderr, "%s: rank %d: %s for %zu bytes\n", be->prog, x->rank,
+                why, bytes);
         return -1;
     }
     x->b = &b;
@@ -661,6 +776,35 @@ int bench_main(int argc, char **argv, const struct bench_backend *be)
         status = 2;
         goto out;
     }
+    if (o.device && be->device == NULL) {
+        if (x.rank == 0)
+            fprintf(stderr,
+                    "%s: -G/--device: %s takes host memory only here "
+                    "(hvd_bench takes device memory in a build with "
+                    "CUDA)\n",
+                    be->prog, be->library);
+        status = 2;
+        goto out;
+    }
+    if (o.device) {
+        /* Every rank gives up if any has no device, rather than leave the
+         * others waiting in a collective. */
+        const char *why = be->device->open();
+        int32_t bad = why != NULL, any = 0;
+        if (why != NULL)
+            fprintf(stderr, "%s: rank %d: cannot use a CUDA device: %s\n",
+                    be->prog, x.rank, why);
+        if ((rc = be->allreduce(&bad, &any, 1, BENCH_INT32, BENCH_MAX)) != 0) {
+            fprintf(stderr, "%s: rank %d: %s\n", be->prog, x.rank,
+                    be->error(rc));
+            any = 1;
+        }
+        if (any) {
+            status = 1;
+            goto out;
+        }
+        x.dev = be->device;
+    }
     const char *why = be->unsupported(o.coll, o.dtype, o.op);
     if (why) {
         /* A skip, not a failure: the script compares what both can do. */
@@ -680,6 +824,8 @@ int bench_main(int argc, char **argv, const struct bench_backend *be)
                o.warmup, o.check, o.inplace, rot);
         if (o.coll == BENCH_BROADCAST)
             printf(", root %d", o.root);
+        if (o.device)
+            printf(", CUDA device memory");
         printf("\n# time: the slowest rank's mean per iteration; #wrong: "
                "elements that differ\n# from the exact expected result, "
                "summed over ranks\n#\n");

@@ -32,6 +32,22 @@ enum bench_op {
 enum bench_coll { BENCH_ALLREDUCE, BENCH_BROADCAST, BENCH_ALLGATHER };
 
 /*
+ * CUDA device memory for -G, --device: the send and receive buffers live
+ * on the GPU, and the driver fills and checks them through host copies.
+ * Each call finishes its work before it returns, and returns NULL on
+ * success, else a one-line description of the failure.
+ */
+struct bench_device {
+    /* Selects this rank's device, once, after init(). */
+    const char *(*open)(void);
+    const char *(*alloc)(void **p, size_t bytes);
+    void (*free)(void *p);
+    /* Copies between host and device memory, either way. */
+    const char *(*copy)(void *dst, const void *src, size_t bytes);
+    const char *(*fill)(void *p, int byte, size_t bytes);
+};
+
+/*
  * What a communication library provides to the driver. Every function
  * returns 0 on success and nonzero on failure; error() then describes the
  * failure in one line.
@@ -59,6 +75,11 @@ struct bench_backend {
                      void *recv, void **out);
     void (*release)(void *out);
     const char *(*error)(int rc);
+    /*
+     * NULL when the library takes host memory only. With -G, allgather's
+     * *out is device memory, which device->free() gives back.
+     */
+    const struct bench_device *device;
 };
 
 /* Parses the options, runs the sizes and prints the table on rank 0. */

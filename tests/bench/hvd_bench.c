@@ -4,12 +4,21 @@
 
 #include "bench_common.h"
 #include "hvd.h"
+#include "hvd_build.h"
+
+#if HVD_HAVE_CUDA
+#include <cuda_runtime_api.h>
+#endif
 
 /* hvd_allgather fills one count per rank; sized once hvd_init is done. */
 static size_t *g_counts;
 /* libhvd's codes are negative, so a positive one is the bench's own. */
 #define EBADCOUNTS 1
 static size_t g_expect_count;
+#if HVD_HAVE_CUDA
+/* Set by -G: buffers, allgather's result too, are CUDA device memory. */
+static int g_device;
+#endif
 
 static int init(int *argc, char ***argv)
 {
@@ -75,6 +84,18 @@ static int broadcast(void *buf, size_t count, enum bench_dtype dt, int root)
     return hvd_broadcast(buf, count, to_dtype(dt), root, "bench.broadcast");
 }
 
+/* Gives back allgather's result: host memory, or device memory with -G. */
+static void release(void *out)
+{
+#if HVD_HAVE_CUDA
+    if (g_device) {
+        cudaFree(out);
+        return;
+    }
+#endif
+    free(out);
+}
+
 /*
  * libhvd allocates the gathered result itself, so recv is unused and the
  * malloc and free of the result are part of what is timed, as they are for
@@ -92,16 +113,11 @@ static int allgather(const void *send, size_t count, enum bench_dtype dt,
     g_expect_count = count;
     for (int r = 0; r < hvd_size(); r++)
         if (g_counts[r] != count) {
-            free(*out);
+            release(*out);
             *out = NULL;
             return EBADCOUNTS;
         }
     return 0;
-}
-
-static void release(void *out)
-{
-    free(out);
 }
 
 static const char *error(int rc)
@@ -117,6 +133,80 @@ static const char *error(int rc)
                  last && last[0] ? last : hvd_strerror(rc), hvd_err_name(rc));
     return msg;
 }
+
+#if HVD_HAVE_CUDA
+/*
+ * -G: the CUDA runtime's side of the driver's device buffers. libhvd finds
+ * out by itself that a pointer is device memory; all the bench does is
+ * allocate, fill and read back.
+ */
+static const char *cuda_failed(const char *call, cudaError_t e)
+{
+    static char msg[256];
+    snprintf(msg, sizeof(msg), "%s: %s (%s)", call, cudaGetErrorString(e),
+             cudaGetErrorName(e));
+    return msg;
+}
+
+/* This rank's device, as libhvd says (0 under horovodrun's pinning). */
+static const char *dev_open(void)
+{
+    static char msg[256];
+    int n = 0, device = hvd_device();
+    cudaError_t e = cudaGetDeviceCount(&n);
+    if (e != cudaSuccess)
+        return cuda_failed("cudaGetDeviceCount", e);
+    if (n == 0)
+        return "cudaGetDeviceCount found no device";
+    if (device < 0) {
+        snprintf(msg, sizeof(msg), "hvd_device: %s", hvd_strerror(device));
+        return msg;
+    }
+    if ((e = cudaSetDevice(device)) != cudaSuccess)
+        return cuda_failed("cudaSetDevice", e);
+    g_device = 1;
+    return NULL;
+}
+
+static const char *dev_alloc(void **p, size_t bytes)
+{
+    cudaError_t e = cudaMalloc(p, bytes ? bytes : 1);
+    return e == cudaSuccess ? NULL : cuda_failed("cudaMalloc", e);
+}
+
+static void dev_free(void *p)
+{
+    cudaFree(p);
+}
+
+static const char *dev_copy(void *dst, const void *src, size_t bytes)
+{
+    cudaError_t e = cudaMemcpy(dst, src, bytes, cudaMemcpyDefault);
+    return e == cudaSuccess ? NULL : cuda_failed("cudaMemcpy", e);
+}
+
+/* cudaMemset may return before it is done: wait, as libhvd requires. */
+static const char *dev_fill(void *p, int byte, size_t bytes)
+{
+    cudaError_t e = cudaMemset(p, byte, bytes);
+    if (e != cudaSuccess)
+        return cuda_failed("cudaMemset", e);
+    e = cudaDeviceSynchronize();
+    return e == cudaSuccess ? NULL : cuda_failed("cudaDeviceSynchronize", e);
+}
+
+static const struct bench_device device = {
+    .open = dev_open,
+    .alloc = dev_alloc,
+    .free = dev_free,
+    .copy = dev_copy,
+    .fill = dev_fill,
+};
+#define DEVICE (&device)
+#else
+/* Without CUDA the driver refuses -G with a message. */
+#define DEVICE NULL
+#endif
 
 int main(int argc, char **argv)
 {
@@ -134,6 +224,7 @@ int main(int argc, char **argv)
         .allgather = allgather,
         .release = release,
         .error = error,
+        .device = DEVICE,
     };
     return bench_main(argc, argv, &be);
 }
