@@ -189,7 +189,7 @@ static void respond(struct hvd_ctx *c, struct hvd_resp *resp, size_t n)
                           : hvd__exec(c, w);
         if (ng <= 1 && !w->device)
             snprintf(err, sizeof(err), "%s", w->err);
-        if (rc == HVD_EPEER || rc == HVD_ESYS)
+        if (rc == HVD_EPEER || rc == HVD_ESYS || rc == HVD_ETIMEDOUT)
             rc = hvd__ring_failed(c, rc, err);
         for (int k = 0; k < (ng ? ng : 1); k++) {
             trace(c, ng ? group[k] : w, t0, ng);
@@ -309,7 +309,7 @@ static void cycle(struct hvd_ctx *c)
     if (rc == 0)
         respond(c, resp, nresp);
 out:
-    if (rc == HVD_EPEER || rc == HVD_ESYS)
+    if (rc == HVD_EPEER || rc == HVD_ESYS || rc == HVD_ETIMEDOUT)
         rc = hvd__ring_failed(c, rc, err);
     else if (rc)
         hvd__set_failed(c, rc,
@@ -482,6 +482,10 @@ int hvd__engine_start(struct hvd_ctx *c)
     c->ring.check_abort = c->xring.check_abort = hvd__check_abort;
     c->ring.abort_ctx = c->xring.abort_ctx = c;
     c->shm.ab = &c->ring;
+    /* A collective stuck on a stopped or hung rank fails after the peer
+     * timeout, like one whose peer's host vanished. */
+    c->ring.progress_ms = c->xring.progress_ms = c->shm.progress_ms =
+        c->peer_timeout_s * 1000;
     if (pthread_create(&c->thread, NULL, thread_main, c) != 0)
         return HVD_ESYS;
     c->thread_started = 1;

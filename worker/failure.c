@@ -108,7 +108,7 @@ int hvd__ring_failed(struct hvd_ctx *c, int rc, const char *err)
         await_abort(c, ECHO_WAIT_MS);
     if (!c->failed) {
         hvd__set_failed(c, rc, err);
-        if (rc == HVD_EPEER)
+        if (rc == HVD_EPEER || rc == HVD_ETIMEDOUT)
             report(c, err);
     }
     return c->fail_rc;

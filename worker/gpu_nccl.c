@@ -82,6 +82,7 @@ static void abort_comm(struct hvd_nccl *g)
 static int wait_done(struct hvd_ctx *c, struct hvd_nccl *g, int init, char *err,
                      size_t errlen)
 {
+    int64_t deadline = hvd__now_ms() + (int64_t)c->peer_timeout_s * 1000;
     for (;;) {
         ncclResult_t ar = ncclSuccess;
         if (ncclCommGetAsyncError(g->comm, &ar) != ncclSuccess ||
@@ -106,6 +107,14 @@ static int wait_done(struct hvd_ctx *c, struct hvd_nccl *g, int init, char *err,
         if (rc < 0) {
             abort_comm(g);
             return rc;
+        }
+        if (hvd__now_ms() >= deadline) {
+            snprintf(err, errlen,
+                     "NCCL made no progress for %d s (a rank is stopped or "
+                     "hung)",
+                     c->peer_timeout_s);
+            abort_comm(g);
+            return HVD_ETIMEDOUT;
         }
         sched_yield();
     }

@@ -99,7 +99,7 @@ static int run(struct hvd_ring *r, const struct sched *sc, char *err,
 {
     int si = 0, ri = 0;
     size_t sbytes = 0, rbytes = 0, rdone = 0, held = 0;
-    int64_t idle_since = 0;
+    int64_t idle_since = 0, moved_ms = hvd__now_ms();
 
     if (hvd__grow(&r->stage, &r->stage_cap, RING_STAGE))
         return HVD_ENOMEM;
@@ -157,6 +157,7 @@ static int run(struct hvd_ring *r, const struct sched *sc, char *err,
         }
         if (progress) {
             idle_since = 0;
+            moved_ms = hvd__now_ms();
             continue;
         }
         /* Data usually follows within microseconds: spin a little before
@@ -180,11 +181,13 @@ static int run(struct hvd_ring *r, const struct sched *sc, char *err,
             ab = np;
             p[np++] = (struct pollfd){.fd = r->abort_fd, .events = POLLIN};
         }
-        int timeout = -1;
-        if (r->abort_deadline > 0) {
-            int64_t left = r->abort_deadline - hvd__now_ms();
-            timeout = left < 0 ? 0 : (int)left;
-        }
+        int64_t now = hvd__now_ms(), until = -1;
+        if (r->abort_deadline > 0)
+            until = r->abort_deadline;
+        if (r->progress_ms > 0 &&
+            (until < 0 || moved_ms + r->progress_ms < until))
+            until = moved_ms + r->progress_ms;
+        int timeout = until < 0 ? -1 : until > now ? (int)(until - now) : 0;
         if (poll(p, (nfds_t)np, timeout) < 0 && errno != EINTR) {
             snprintf(err, errlen, "poll failed: %s", strerror(errno));
             return HVD_ESYS;
@@ -194,6 +197,16 @@ static int run(struct hvd_ring *r, const struct sched *sc, char *err,
             int rc = r->check_abort(r->abort_ctx, err, errlen);
             if (rc < 0)
                 return rc;
+        }
+        /* A stopped or hung peer keeps its connection open: only the
+         * silence tells. */
+        if (r->progress_ms > 0 && hvd__now_ms() - moved_ms >= r->progress_ms) {
+            snprintf(err, errlen,
+                     "no progress for %d s waiting for %s (it, or a rank "
+                     "before it, is stopped or hung)",
+                     (r->progress_ms + 999) / 1000,
+                     ri < sc->nrecv ? r->prev_desc : r->next_desc);
+            return HVD_ETIMEDOUT;
         }
     }
 }

@@ -26,7 +26,9 @@ struct hvd_ring {
     /* Set by check_abort when a failure was announced: the collective may
      * still finish with data already on its way until then (ms). */
     int64_t abort_deadline;
-    int spin_us;    /* busy-poll this long before sleeping in poll */
+    int spin_us; /* busy-poll this long before sleeping in poll */
+    /* A collective that moves no byte for this long fails (0: never). */
+    int progress_ms;
     uint8_t *stage; /* receive staging for reductions */
     size_t stage_cap;
     uint8_t *acc; /* float32 accumulator for float16/bfloat16 */

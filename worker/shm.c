@@ -467,7 +467,8 @@ static int laggard(const struct hvd_shm *s)
 
 /* Sleeps until woken, a peer dies, the abort channel speaks or a second
  * passes; returns a negative code when the wait must end in failure. */
-static int sleep_once(struct hvd_shm *s, char *err, size_t errlen)
+static int sleep_once(struct hvd_shm *s, int64_t deadline, char *err,
+                      size_t errlen)
 {
     struct pollfd p[HVD_SHM_MAX + 2];
     int who[HVD_SHM_MAX + 2]; /* the local rank of each pidfd */
@@ -483,8 +484,8 @@ static int sleep_once(struct hvd_shm *s, char *err, size_t errlen)
         p[np++] = (struct pollfd){.fd = s->ab->abort_fd, .events = POLLIN};
     }
     int64_t now = hvd__now_ms(), timeout = WAIT_POLL_MS;
-    if (s->deadline_ms > 0 && s->deadline_ms - now < timeout)
-        timeout = s->deadline_ms - now;
+    if (deadline > 0 && deadline - now < timeout)
+        timeout = deadline - now;
     if (s->ab && s->ab->abort_deadline > 0 &&
         s->ab->abort_deadline - now < timeout)
         timeout = s->ab->abort_deadline - now;
@@ -512,10 +513,11 @@ static int sleep_once(struct hvd_shm *s, char *err, size_t errlen)
         if (rc < 0)
             return rc;
     }
-    if (s->deadline_ms > 0 && hvd__now_ms() >= s->deadline_ms) {
+    if (deadline > 0 && hvd__now_ms() >= deadline) {
         int k = laggard(s);
         snprintf(err, errlen,
-                 "shared memory: rank %d (host %s) did not arrive in time",
+                 "shared memory: rank %d (host %s) did not arrive in time "
+                 "(is it stopped or hung?)",
                  s->ranks[k < 0 ? 0 : k], s->host);
         return HVD_ETIMEDOUT;
     }
@@ -529,7 +531,11 @@ int hvd__shm_sync(struct hvd_shm *s, char *err, size_t errlen)
     for (int i = 0; i < s->n; i++)
         if (i != s->me)
             wake(s, i);
-    int64_t since = 0;
+    int64_t since = 0, deadline = s->deadline_ms;
+    /* A stopped or hung rank keeps its memory mapped: only the wait
+     * tells. */
+    if (deadline == 0 && s->progress_ms > 0)
+        deadline = hvd__now_ms() + s->progress_ms;
     for (;;) {
         if (laggard(s) < 0)
             return 0;
@@ -554,7 +560,7 @@ int hvd__shm_sync(struct hvd_shm *s, char *err, size_t errlen)
             continue;
         }
         hvd__shm_set_sleeping(s, 1);
-        int rc = laggard(s) < 0 ? 0 : sleep_once(s, err, errlen);
+        int rc = laggard(s) < 0 ? 0 : sleep_once(s, deadline, err, errlen);
         hvd__shm_set_sleeping(s, 0);
         if (rc < 0) {
             /* The others must not wait for this rank either. */

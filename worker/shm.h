@@ -36,6 +36,7 @@ struct hvd_shm {
      * then only a dead peer or the deadline ends a wait). */
     struct hvd_ring *ab;
     int64_t deadline_ms; /* 0: none (start-up uses one) */
+    int progress_ms;     /* a sync that waits longer fails (0: never) */
     uint8_t *tmp;        /* private accumulator */
     size_t tmp_cap;
 };

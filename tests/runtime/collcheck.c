@@ -1,8 +1,8 @@
 /* Checks every collective of libhvd against a serial reference, and that
  * all ranks get the same bits (rank 0 prints a hash of each inexact
  * result). Run under horovodrun; exits 1 on a wrong result. "--die-rank
- * R" makes rank R SIGKILL itself during a large allreduce, to check that
- * the others fail instead of hanging. */
+ * R" makes rank R SIGKILL itself during a large allreduce ("--stop-rank
+ * R": SIGSTOP), to check that the others fail instead of hanging. */
 #include <inttypes.h>
 #include <math.h>
 #include <pthread.h>
@@ -212,14 +212,14 @@ static void test_barrier(void)
 
 static void *die_later(void *arg)
 {
-    (void)arg;
     usleep(300 * 1000);
-    raise(SIGKILL);
+    raise(*(int *)arg);
     return NULL;
 }
 
-/* Large allreduces until a peer dies: must fail naming it, not hang. */
-static int die_test(int victim)
+/* Large allreduces until a peer dies (sig SIGKILL) or stops (SIGSTOP):
+ * must fail naming it, not hang. */
+static int die_test(int victim, int sig)
 {
     size_t n = 16u << 20;
     float *buf = calloc(n, sizeof(float));
@@ -227,7 +227,7 @@ static int die_test(int victim)
     /* The survivors must live to report, whatever horovodrun sends. */
     signal(SIGTERM, SIG_IGN);
     if (rank == victim)
-        pthread_create(&t, NULL, die_later, NULL);
+        pthread_create(&t, NULL, die_later, &sig);
     for (int i = 0; i < 100000; i++) {
         int rc = hvd_allreduce(buf, buf, n, HVD_FLOAT32, HVD_SUM, "big");
         if (rc != 0) {
@@ -253,7 +253,9 @@ int main(int argc, char **argv)
     rank = hvd_rank();
     size = hvd_size();
     if (argc > 2 && strcmp(argv[1], "--die-rank") == 0)
-        return die_test(atoi(argv[2]));
+        return die_test(atoi(argv[2]), SIGKILL);
+    if (argc > 2 && strcmp(argv[1], "--stop-rank") == 0)
+        return die_test(atoi(argv[2]), SIGSTOP);
 
     static const size_t sizes[] = {0, 1, 7, 1027};
     for (int dt = HVD_UINT8; dt <= HVD_FLOAT64; dt++)

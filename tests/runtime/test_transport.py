@@ -120,6 +120,30 @@ class TransportTest(unittest.TestCase):
         # The survivors ignore SIGTERM: they ended by themselves.
         self.assertLess(took, 15)
 
+    def test_stopped_rank_times_the_others_out(self):
+        # SIGSTOP keeps every socket and mapping open: only the silence
+        # tells, after HOROVOD_PEER_TIMEOUT seconds.
+        for env in ({}, {"HOROVOD_SHM_DISABLE": "1"}):
+            with self.subTest(env=env):
+                e = dict(os.environ, HOROVOD_PEER_TIMEOUT="2", **env)
+                p, took = run([HR, "-np", "3", "--kill-grace", "2", CHECK,
+                               "--stop-rank", "1"], e, timeout=120)
+                self.assertEqual(p.returncode, 3, p.stdout + p.stderr)
+                for r in (0, 2):
+                    m = re.search(r"rank %d: failed as expected: (.*) "
+                                  r"\(HVD_(ETIMEDOUT|EPEER)\)" % r, p.stdout)
+                    self.assertIsNotNone(m, p.stdout)
+                    # On the TCP ring rank 0 waits for rank 2, which waits
+                    # for rank 1: "rank 2 (it, or a rank before it...)".
+                    named = re.search(r"rank (\d) \(host localhost\)",
+                                      m.group(1))
+                    self.assertIn(named.group(1),
+                                  "1" if env == {} or r == 2 else "12")
+                    self.assertIn("stopped or hung", m.group(1))
+                self.assertLess(took, 20)
+                # The stopped rank was killed with the job.
+                self.assertEqual(marked_processes(), ([], []))
+
 
 if __name__ == "__main__":
     unittest.main(verbosity=2)
