@@ -1,98 +1,30 @@
 /* Data-parallel MLP training on a GPU with libhvd: train.c's model on CUDA. */
 /*
  * The same model, data, hyper-parameters, log lines and checkpoint as
- * train.c, so that tests/example/test_train.py's checks apply to it too;
- * the forward and backward passes run on the GPU (cuBLAS for the matrix
- * products, small kernels for the rest), and libhvd averages the gradients
- * on the device: each layer's gradient tensors are handed to
- * hvd_allreduce_async as device pointers as soon as the layer is done. The
- * bits differ from train.c's, because the GPU sums in another order, but
- * every rank of one run ends with the same weights.
- *
- * getopt_long() and M_PI are GNU and POSIX extensions to C and C++.
+ * train.c (train_common's, shared by both), so that
+ * tests/example/test_train.py's checks apply to it too; the forward and
+ * backward passes run on the GPU (cuBLAS for the matrix products, small
+ * kernels for the rest), and libhvd averages the gradients on the device:
+ * each layer's gradient tensors are handed to hvd_allreduce_async as device
+ * pointers as soon as the layer is done. The bits differ from train.c's,
+ * because the GPU sums in another order, but every rank of one run ends
+ * with the same weights.
  */
-#ifndef _GNU_SOURCE
-#define _GNU_SOURCE
-#endif
-#include <errno.h>
-#include <getopt.h>
-#include <math.h>
-#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
-#include <unistd.h>
 
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
 
 #include "hvd.h"
+#include "train_common.h"
 
-/* The problem, as in train.c: three interleaved 2-D spiral arms. */
-enum {
-    IN_DIM = 2,
-    HIDDEN = 64,
-    CLASSES = 3,
-    TRAIN_PER_CLASS = 1000,
-    TEST_PER_CLASS = 200,
-    N_TRAIN = TRAIN_PER_CLASS * CLASSES,
-    N_TEST = TEST_PER_CLASS * CLASSES,
-    MAX_BATCH = 1024, /* largest --batch-size: activations kept per step */
-};
-
-/* The same data set as train.c's, whatever --seed says. */
-#define DATA_SEED 0x5eedda7aULL
-#define SPIRAL_TURNS 1.0
-#define SPIRAL_NOISE 0.04
-#define MOMENTUM 0.9f
-
-/*
- * The model's six tensors live in one array, each at its own offset, in
- * train.c's order and layout (a weight is row-major, one row per output),
- * so that the checkpoints of both programs have the same format.
- */
-enum {
-    FC1_W = 0,
-    FC1_B = FC1_W + HIDDEN * IN_DIM,
-    FC2_W = FC1_B + HIDDEN,
-    FC2_B = FC2_W + HIDDEN * HIDDEN,
-    FC3_W = FC2_B + HIDDEN,
-    FC3_B = FC3_W + CLASSES * HIDDEN,
-    N_PARAMS = FC3_B + CLASSES,
-};
-
-struct tensor {
-    const char *name;
-    size_t offset;
-    size_t count;
-    int fan_in; /* 0 for a bias */
-};
-
-/* Each tensor is averaged by its own named allreduce, as Horovod does. */
-static const struct tensor tensors[] = {
-    {"fc1.weight", FC1_W, HIDDEN *IN_DIM, IN_DIM},
-    {"fc1.bias", FC1_B, HIDDEN, 0},
-    {"fc2.weight", FC2_W, HIDDEN *HIDDEN, HIDDEN},
-    {"fc2.bias", FC2_B, HIDDEN, 0},
-    {"fc3.weight", FC3_W, CLASSES *HIDDEN, HIDDEN},
-    {"fc3.bias", FC3_B, CLASSES, 0},
-};
-#define N_TENSORS (sizeof(tensors) / sizeof(tensors[0]))
-
-struct options {
-    int epochs;
-    int batch_size;
-    double lr;
-    const char *checkpoint;
-    uint64_t seed;
-    int sync; /* average after the whole backward pass, one tensor at a time */
-};
-
-struct dataset {
-    float *x; /* n rows of IN_DIM */
-    int *y;
-    int n;
+const struct train_program this_program = {
+    "train_cuda",
+    "Trains a small MLP on a synthetic spiral data set on this rank's GPU; "
+    "run it\nunder horovodrun -np N for data-parallel training.\n",
+    "Exits 77 when there is no CUDA device.\n",
 };
 
 /*
@@ -117,42 +49,32 @@ struct gpu {
     double *metrics;         /* loss sum and correct predictions */
 };
 
-static const char *prog = "train_cuda";
-
 /*
- * Any failing libhvd call ends the program: a rank that went on alone would
- * only deadlock or diverge from the others. hvd_last_error() says which
- * collective failed and which peer was involved.
+ * A failing CUDA or cuBLAS call ends the program, as a failing libhvd call
+ * does (train_check), and the message names the call.
  */
-static void check(int rc, const char *what)
+static void call_failed(const char *call, const char *file, int line,
+                        const char *why, const char *code)
 {
-    if (rc >= 0)
-        return;
-    const char *detail = hvd_last_error();
-    fprintf(stderr, "%s: %s failed: %s (%s)\n", prog, what,
-            detail[0] != '\0' ? detail : hvd_strerror(rc), hvd_err_name(rc));
+    fprintf(stderr, "%s: %s failed at %s:%d: %s (%s)\n", this_program.name,
+            call, file, line, why, code);
     exit(1);
 }
 
-/* A failing CUDA or cuBLAS call ends the program too, naming the call. */
 static void cuda_check(cudaError_t e, const char *call, const char *file,
                        int line)
 {
-    if (e == cudaSuccess)
-        return;
-    fprintf(stderr, "%s: %s failed at %s:%d: %s (%s)\n", prog, call, file, line,
-            cudaGetErrorString(e), cudaGetErrorName(e));
-    exit(1);
+    if (e != cudaSuccess)
+        call_failed(call, file, line, cudaGetErrorString(e),
+                    cudaGetErrorName(e));
 }
 
 static void cublas_check(cublasStatus_t s, const char *call, const char *file,
                          int line)
 {
-    if (s == CUBLAS_STATUS_SUCCESS)
-        return;
-    fprintf(stderr, "%s: %s failed at %s:%d: %s (%s)\n", prog, call, file, line,
-            cublasGetStatusString(s), cublasGetStatusName(s));
-    exit(1);
+    if (s != CUBLAS_STATUS_SUCCESS)
+        call_failed(call, file, line, cublasGetStatusString(s),
+                    cublasGetStatusName(s));
 }
 
 #define CUDA_CHECK(call) cuda_check((call), #call, __FILE__, __LINE__)
@@ -161,115 +83,6 @@ static void cublas_check(cublasStatus_t s, const char *call, const char *file,
  * kernel shows at the next synchronizing call, which is checked too. */
 #define LAUNCH_CHECK(kernel)                                                   \
     cuda_check(cudaGetLastError(), "launch of " #kernel, __FILE__, __LINE__)
-
-/* splitmix64: small, fast and the same on every platform. */
-static uint64_t rng_next(uint64_t *state)
-{
-    uint64_t z = (*state += 0x9e3779b97f4a7c15ULL);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
-    return z ^ (z >> 31);
-}
-
-/* Uniform in [0, 1) with 53 random bits. */
-static double rng_uniform(uint64_t *state)
-{
-    return (double)(rng_next(state) >> 11) * 0x1.0p-53;
-}
-
-static double rng_gauss(uint64_t *state)
-{
-    /* Box-Muller; 1 - u keeps the logarithm's argument above zero. */
-    double u = 1.0 - rng_uniform(state);
-    double v = rng_uniform(state);
-    return sqrt(-2.0 * log(u)) * cos(2.0 * M_PI * v);
-}
-
-/* Uniform in [0, n), exact enough for any n far below 2^53. */
-static size_t rng_below(uint64_t *state, size_t n)
-{
-    return (size_t)(rng_uniform(state) * (double)n);
-}
-
-static void *xcalloc(size_t n, size_t size)
-{
-    void *p = calloc(n, size);
-    if (p == NULL) {
-        fprintf(stderr, "%s: out of memory\n", prog);
-        exit(1);
-    }
-    return p;
-}
-
-/* Spiral arms exactly as train.c draws them. */
-static void make_spirals(struct dataset *d, int per_class, uint64_t seed)
-{
-    uint64_t rng = seed;
-    d->n = per_class * CLASSES;
-    d->x = (float *)xcalloc((size_t)d->n * IN_DIM, sizeof(float));
-    d->y = (int *)xcalloc((size_t)d->n, sizeof(int));
-    for (int c = 0; c < CLASSES; c++) {
-        for (int i = 0; i < per_class; i++) {
-            int k = c * per_class + i;
-            double r = 0.05 + 0.95 * rng_uniform(&rng);
-            double t = 2.0 * M_PI * (SPIRAL_TURNS * r + (double)c / CLASSES);
-            d->x[k * IN_DIM + 0] =
-                (float)(r * cos(t) + SPIRAL_NOISE * rng_gauss(&rng));
-            d->x[k * IN_DIM + 1] =
-                (float)(r * sin(t) + SPIRAL_NOISE * rng_gauss(&rng));
-            d->y[k] = c;
-        }
-    }
-}
-
-static void dataset_free(struct dataset *d)
-{
-    free(d->x);
-    free(d->y);
-}
-
-/*
- * This rank's share of one epoch, as torch's DistributedSampler makes it
- * and as train.c takes it: the same shuffle on every rank, padded to a
- * multiple of size, every size-th index from this rank's on.
- */
-static int shard_epoch(int *out, int n, uint64_t seed, int epoch, int rank,
-                       int size)
-{
-    int *perm = (int *)xcalloc((size_t)n, sizeof(int));
-    uint64_t rng = seed ^ (0xd1b54a32d192ed03ULL * (uint64_t)(epoch + 1));
-    for (int i = 0; i < n; i++)
-        perm[i] = i;
-    for (int i = n - 1; i > 0; i--) {
-        int j = (int)rng_below(&rng, (size_t)i + 1);
-        int t = perm[i];
-        perm[i] = perm[j];
-        perm[j] = t;
-    }
-    int total = (n + size - 1) / size * size;
-    int count = 0;
-    for (int i = rank; i < total; i += size)
-        out[count++] = perm[i % n];
-    free(perm);
-    return count;
-}
-
-/*
- * train.c's initialisation, on the host, from a stream that depends on the
- * rank; the broadcast from rank 0 makes every rank start the same.
- */
-static void init_params(float *params, uint64_t seed, int rank)
-{
-    uint64_t rng = seed + 0x1000193ULL * (uint64_t)(rank + 1);
-    for (size_t t = 0; t < N_TENSORS; t++) {
-        const struct tensor *ts = &tensors[t];
-        double bound = ts->fan_in > 0 ? sqrt(6.0 / ts->fan_in)
-                                      : 1.0 / sqrt((double)HIDDEN);
-        for (size_t i = 0; i < ts->count; i++)
-            params[ts->offset + i] =
-                (float)((2.0 * rng_uniform(&rng) - 1.0) * bound);
-    }
-}
 
 /* Threads per block of the element-wise kernels. */
 #define THREADS 256
@@ -505,17 +318,18 @@ static void start_averaging(struct gpu *g, size_t t0, size_t t1,
 {
     CUDA_CHECK(cudaStreamSynchronize(g->stream));
     for (size_t t = t0; t < t1; t++)
-        check(hvd_allreduce_async(g->grad + tensors[t].offset,
-                                  g->grad + tensors[t].offset, tensors[t].count,
-                                  HVD_FLOAT32, HVD_AVERAGE, tensors[t].name,
-                                  &handles[t]),
-              "averaging gradients");
+        train_check(hvd_allreduce_async(g->grad + train_tensors[t].offset,
+                                        g->grad + train_tensors[t].offset,
+                                        train_tensors[t].count, HVD_FLOAT32,
+                                        HVD_AVERAGE, train_tensors[t].name,
+                                        &handles[t]),
+                    "averaging gradients");
 }
 
 static void finish_averaging(hvd_handle *handles)
 {
     for (size_t t = 0; t < N_TENSORS; t++)
-        check(hvd_wait(handles[t]), "averaging gradients");
+        train_check(hvd_wait(handles[t]), "averaging gradients");
 }
 
 static void later(struct gpu *g, size_t t0, size_t t1, hvd_handle *handles)
@@ -531,10 +345,11 @@ static void average_gradients(struct gpu *g)
 {
     CUDA_CHECK(cudaStreamSynchronize(g->stream));
     for (size_t t = 0; t < N_TENSORS; t++)
-        check(hvd_allreduce(g->grad + tensors[t].offset,
-                            g->grad + tensors[t].offset, tensors[t].count,
-                            HVD_FLOAT32, HVD_AVERAGE, tensors[t].name),
-              "averaging gradients");
+        train_check(hvd_allreduce(g->grad + train_tensors[t].offset,
+                                  g->grad + train_tensors[t].offset,
+                                  train_tensors[t].count, HVD_FLOAT32,
+                                  HVD_AVERAGE, train_tensors[t].name),
+                    "averaging gradients");
 }
 
 /*
@@ -555,163 +370,10 @@ static void evaluate(struct gpu *g, int n_mine, double *loss, double *accuracy)
     CUDA_CHECK(cudaMemcpyAsync(m, g->metrics, 2 * sizeof(double),
                                cudaMemcpyDeviceToHost, g->stream));
     CUDA_CHECK(cudaStreamSynchronize(g->stream));
-    check(hvd_allreduce(m, m, 3, HVD_FLOAT64, HVD_SUM, "test.metrics"),
-          "summing test metrics");
+    train_check(hvd_allreduce(m, m, 3, HVD_FLOAT64, HVD_SUM, "test.metrics"),
+                "summing test metrics");
     *loss = m[0] / m[2];
     *accuracy = m[1] / m[2];
-}
-
-/* 64-bit FNV-1a of the parameters' bytes: equal hashes, equal weights. */
-static uint64_t checksum(const float *params)
-{
-    const unsigned char *p = (const unsigned char *)params;
-    uint64_t h = 0xcbf29ce484222325ULL;
-    for (size_t i = 0; i < N_PARAMS * sizeof(float); i++) {
-        h ^= p[i];
-        h *= 0x100000001b3ULL;
-    }
-    return h;
-}
-
-/*
- * Writes the weights to path in train.c's format, under a temporary name
- * that is then renamed: "HVDTRAIN", uint32 epoch, uint32 number of
- * tensors, each tensor's uint32 element count, then all parameters as
- * float32 in tensor order (native byte order).
- */
-static int save_checkpoint(const char *path, const float *params, int epoch)
-{
-    size_t len = strlen(path) + sizeof(".tmp");
-    char *tmp = (char *)xcalloc(len, 1);
-    snprintf(tmp, len, "%s.tmp", path);
-    int ok = 0;
-    FILE *f = fopen(tmp, "wb");
-    if (f != NULL) {
-        uint32_t hdr[2] = {(uint32_t)epoch, (uint32_t)N_TENSORS};
-        ok = fwrite("HVDTRAIN", 1, 8, f) == 8 &&
-             fwrite(hdr, sizeof(hdr), 1, f) == 1;
-        for (size_t t = 0; ok && t < N_TENSORS; t++) {
-            uint32_t n = (uint32_t)tensors[t].count;
-            ok = fwrite(&n, sizeof(n), 1, f) == 1;
-        }
-        ok = ok && fwrite(params, sizeof(float), N_PARAMS, f) == N_PARAMS;
-        ok = fclose(f) == 0 && ok;
-    }
-    if (ok && rename(tmp, path) != 0)
-        ok = 0;
-    if (!ok) {
-        fprintf(stderr, "%s: cannot write checkpoint %s: %s\n", prog, path,
-                strerror(errno));
-        remove(tmp);
-    }
-    free(tmp);
-    return ok ? 0 : -1;
-}
-
-static double now(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
-
-static void usage(FILE *f)
-{
-    fprintf(f,
-            "usage: %s [--epochs N] [--batch-size B] [--lr LR]\n"
-            "       [--checkpoint PATH] [--seed S] [--sync]\n"
-            "Trains a small MLP on a synthetic spiral data set on this "
-            "rank's GPU; run it\nunder horovodrun -np N for data-parallel "
-            "training.\n"
-            "  --epochs N         passes over the training set (default 20)\n"
-            "  --batch-size B     samples per step on each rank (default 32)\n"
-            "  --lr LR            base learning rate, multiplied by the\n"
-            "                     number of ranks (default 0.01)\n"
-            "  --checkpoint PATH  where rank 0 saves the weights after each\n"
-            "                     epoch (default ./checkpoint.bin)\n"
-            "  --seed S           seed of the initial weights and the\n"
-            "                     shuffling (default 42)\n"
-            "  --sync             average each gradient after the backward\n"
-            "                     pass, waiting for each (default: start\n"
-            "                     each layer's averaging as soon as its\n"
-            "                     gradient is ready)\n"
-            "Exits 77 when there is no CUDA device.\n",
-            prog);
-}
-
-/*
- * Parses a whole-string number in [min, max], an integer when integral is
- * set; exits with the usage message otherwise.
- */
-static double parse_number(const char *opt, const char *arg, double min,
-                           double max, int integral)
-{
-    char *end;
-    errno = 0;
-    double v = strtod(arg, &end);
-    if (errno != 0 || end == arg || *end != '\0' || !(v >= min && v <= max) ||
-        (integral && v != floor(v))) {
-        fprintf(stderr, "%s: invalid value for %s: '%s'\n", prog, opt, arg);
-        usage(stderr);
-        exit(2);
-    }
-    return v;
-}
-
-static void parse_options(int argc, char **argv, struct options *o)
-{
-    static const struct option longopts[] = {
-        {"epochs", required_argument, NULL, 'e'},
-        {"batch-size", required_argument, NULL, 'b'},
-        {"lr", required_argument, NULL, 'l'},
-        {"checkpoint", required_argument, NULL, 'c'},
-        {"seed", required_argument, NULL, 's'},
-        {"sync", no_argument, NULL, 'y'},
-        {"help", no_argument, NULL, 'h'},
-        {NULL, 0, NULL, 0},
-    };
-    static const struct options defaults = {20, 32, 0.01, "./checkpoint.bin",
-                                            42, 0};
-    *o = defaults;
-    int c;
-    while ((c = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
-        switch (c) {
-        case 'e':
-            o->epochs = (int)parse_number("--epochs", optarg, 1, 100000, 1);
-            break;
-        case 'b':
-            o->batch_size =
-                (int)parse_number("--batch-size", optarg, 1, MAX_BATCH, 1);
-            break;
-        case 'l':
-            o->lr = parse_number("--lr", optarg, 1e-9, 100.0, 0);
-            break;
-        case 'c':
-            o->checkpoint = optarg;
-            break;
-        case 's':
-            o->seed = (uint64_t)parse_number("--seed", optarg, 0, 1e15, 1);
-            break;
-        case 'y':
-            o->sync = 1;
-            break;
-        case 'h':
-            usage(stdout);
-            exit(0);
-        default:
-            usage(stderr);
-            exit(2);
-        }
-    }
-    if (optind < argc) {
-        fprintf(stderr, "%s: unexpected argument '%s'\n", prog, argv[optind]);
-        usage(stderr);
-        exit(2);
-    }
-    if (o->checkpoint[0] == '\0') {
-        fprintf(stderr, "%s: --checkpoint needs a path\n", prog);
-        exit(2);
-    }
 }
 
 /* n elements of device memory, as T. */
@@ -801,7 +463,7 @@ static void require_gpu(void)
     cudaError_t e = cudaGetDeviceCount(&n);
     if (e == cudaSuccess && n > 0)
         return;
-    fprintf(stderr, "%s: no CUDA device: %s\n", prog,
+    fprintf(stderr, "%s: no CUDA device: %s\n", this_program.name,
             cudaGetErrorString(e != cudaSuccess ? e : cudaErrorNoDevice));
     exit(77);
 }
@@ -809,11 +471,11 @@ static void require_gpu(void)
 int main(int argc, char **argv)
 {
     struct options opt;
-    parse_options(argc, argv, &opt);
+    train_parse_options(argc, argv, &opt);
     require_gpu();
 
     /* Step 1: join the job (a job of one rank without horovodrun). */
-    check(hvd_init(), "hvd_init");
+    train_check(hvd_init(), "hvd_init");
     int rank = hvd_rank(), size = hvd_size();
 
     /*
@@ -821,7 +483,7 @@ int main(int argc, char **argv)
      * pinning each rank sees one device, and hvd_device() says 0.
      */
     int device = hvd_device();
-    check(device, "hvd_device");
+    train_check(device, "hvd_device");
     CUDA_CHECK(cudaSetDevice(device));
     printf("rank %d of %d, local rank %d of %d\n", rank, size, hvd_local_rank(),
            hvd_local_size());
@@ -832,21 +494,20 @@ int main(int argc, char **argv)
     }
 
     struct dataset train, test;
-    make_spirals(&train, TRAIN_PER_CLASS, DATA_SEED);
-    make_spirals(&test, TEST_PER_CLASS, DATA_SEED + 1);
+    train_make_data(&train, &test);
     struct gpu g;
     gpu_init(&g, &train, &test);
 
     /* This rank's fixed share of the test set, as train.c evaluates it. */
-    int *test_idx = (int *)xcalloc((size_t)test.n, sizeof(int));
+    int *test_idx = (int *)train_xcalloc((size_t)test.n, sizeof(int));
     int n_test_mine = 0;
     for (int k = rank; k < test.n; k += size)
         test_idx[n_test_mine++] = k;
     UPLOAD(g.test_idx, test_idx, (size_t)n_test_mine);
     free(test_idx);
 
-    float *params = (float *)xcalloc(N_PARAMS, sizeof(float));
-    init_params(params, opt.seed, rank);
+    float *params = (float *)train_xcalloc(N_PARAMS, sizeof(float));
+    train_init_params(params, opt.seed, rank);
     UPLOAD(g.params, params, N_PARAMS);
 
     /* Step 3: scale the learning rate by the number of ranks. */
@@ -862,15 +523,16 @@ int main(int argc, char **argv)
      * device memory. The momentum buffers are zero on every rank.
      */
     for (size_t t = 0; t < N_TENSORS; t++)
-        check(hvd_broadcast(g.params + tensors[t].offset, tensors[t].count,
-                            HVD_FLOAT32, 0, tensors[t].name),
-              "broadcasting initial weights");
+        train_check(hvd_broadcast(g.params + train_tensors[t].offset,
+                                  train_tensors[t].count, HVD_FLOAT32, 0,
+                                  train_tensors[t].name),
+                    "broadcasting initial weights");
 
-    int *shard = (int *)xcalloc((size_t)N_TRAIN, sizeof(int));
-    double start = now(), test_loss = 0.0, test_acc = 0.0;
+    int *shard = (int *)train_xcalloc((size_t)N_TRAIN, sizeof(int));
+    double start = train_now(), test_loss = 0.0, test_acc = 0.0;
     hvd_handle handles[N_TENSORS];
     for (int epoch = 0; epoch < opt.epochs; epoch++) {
-        int n = shard_epoch(shard, N_TRAIN, opt.seed, epoch, rank, size);
+        int n = train_shard_epoch(shard, N_TRAIN, opt.seed, epoch, rank, size);
         UPLOAD(g.shard, shard, (size_t)n);
         /* Loss sum, correct predictions, samples of this epoch. */
         double m[3] = {0.0, 0.0, (double)n};
@@ -893,38 +555,32 @@ int main(int argc, char **argv)
         CUDA_CHECK(cudaMemcpyAsync(m, g.metrics, 2 * sizeof(double),
                                    cudaMemcpyDeviceToHost, g.stream));
         CUDA_CHECK(cudaStreamSynchronize(g.stream));
-        check(hvd_allreduce(m, m, 3, HVD_FLOAT64, HVD_SUM, "train.metrics"),
-              "summing training metrics");
+        train_check(
+            hvd_allreduce(m, m, 3, HVD_FLOAT64, HVD_SUM, "train.metrics"),
+            "summing training metrics");
         evaluate(&g, n_test_mine, &test_loss, &test_acc);
 
         /* Step 6: only rank 0 logs and writes checkpoints. */
         if (rank == 0) {
-            printf("epoch %d/%d: train loss %.4f, train accuracy %.2f%%, "
-                   "test loss %.4f, test accuracy %.2f%%\n",
-                   epoch + 1, opt.epochs, m[0] / m[2], 100.0 * m[1] / m[2],
-                   test_loss, 100.0 * test_acc);
+            train_log_epoch(epoch, opt.epochs, m, test_loss, test_acc);
             download_params(&g, params);
-            if (save_checkpoint(opt.checkpoint, params, epoch + 1) != 0)
+            if (train_save_checkpoint(opt.checkpoint, params, epoch + 1) != 0)
                 return 1;
         }
     }
-    double elapsed = now() - start;
+    double elapsed = train_now() - start;
 
-    if (rank == 0) {
-        printf("final test accuracy: %.2f%% on %d samples, %d rank(s), "
-               "%d epochs, %.2f s\n",
-               100.0 * test_acc, test.n, size, opt.epochs, elapsed);
-        printf("checkpoint: %s\n", opt.checkpoint);
-    }
+    if (rank == 0)
+        train_log_final(&opt, test_acc, test.n, size, elapsed);
     /* Every rank reports its weights; the hashes must all be equal. */
     download_params(&g, params);
-    printf("weights checksum: %016llx\n", (unsigned long long)checksum(params));
+    train_log_checksum(params);
 
     free(shard);
     free(params);
     gpu_close(&g);
-    dataset_free(&train);
-    dataset_free(&test);
-    check(hvd_shutdown(), "hvd_shutdown");
+    train_dataset_free(&train);
+    train_dataset_free(&test);
+    train_check(hvd_shutdown(), "hvd_shutdown");
     return 0;
 }
