@@ -5,10 +5,31 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 
 #include "common/hvd_err.h"
 #include "common/log.h"
 #include "common/wire.h"
+
+/*
+ * Anyone who can reach the port can connect, so a connection gets little
+ * until it has proved the job secret. A REGISTER frame is about 130 bytes
+ * plus the rank's host name: 4 KiB fits any real name, and it is all an
+ * unregistered peer can make the server buffer.
+ */
+#define PENDING_FRAME_MAX 4096u
+/* A registered rank sends only REPORT (a one-line message) and BYE. */
+#define RANK_FRAME_MAX (64u * 1024)
+/* A rank registers as soon as it reads the challenge, milliseconds after
+ * it connected; a connection still silent after this is not a rank. A
+ * registered rank may then stay idle for the whole job. */
+#define REGISTER_TIMEOUT_MS 5000
+/* Unregistered connections held at once beyond one per rank; at the
+ * limit the oldest goes, since a rank needs only milliseconds. */
+#define PENDING_EXTRA_MAX 512
+/* Refused peers named one by one; later ones are only counted, so that
+ * a flood of connections cannot flood the terminal. */
+#define REFUSALS_SHOWN 10
 
 struct hr_rdv_conn {
     uv_tcp_t tcp;
@@ -19,8 +40,10 @@ struct hr_rdv_conn {
     int rank;                          /* -1 until registered */
     int bye;
     int closing;
-    char from[80]; /* peer address for messages */
-    struct hr_rdv_conn *next;
+    uint64_t deadline; /* loop time by which it must register */
+    char from[80];     /* peer address for messages */
+    /* Links of the pending list, until it registers. */
+    struct hr_rdv_conn *prev, *next;
 };
 
 struct write_req {
@@ -61,6 +84,34 @@ static void send_note(struct hr_rdv_conn *c, uint8_t type, int rank,
         send_frame(c, f, len);
 }
 
+static void pending_push(struct hr_rdv_conn *c)
+{
+    struct hr_rdv *r = c->srv;
+    c->prev = r->pending_tail;
+    c->next = NULL;
+    if (r->pending_tail)
+        r->pending_tail->next = c;
+    else
+        r->pending = c;
+    r->pending_tail = c;
+    r->npending++;
+}
+
+static void pending_unlink(struct hr_rdv_conn *c)
+{
+    struct hr_rdv *r = c->srv;
+    if (c->prev)
+        c->prev->next = c->next;
+    else
+        r->pending = c->next;
+    if (c->next)
+        c->next->prev = c->prev;
+    else
+        r->pending_tail = c->prev;
+    c->prev = c->next = NULL;
+    r->npending--;
+}
+
 static void conn_closed(uv_handle_t *h)
 {
     struct hr_rdv_conn *c = h->data;
@@ -74,14 +125,54 @@ static void close_conn(struct hr_rdv_conn *c)
     if (c->closing)
         return;
     c->closing = 1;
-    for (struct hr_rdv_conn **p = &r->conns; *p; p = &(*p)->next)
-        if (*p == c) {
-            *p = c->next;
-            break;
-        }
-    if (c->rank >= 0 && r->ranks[c->rank] == c)
+    if (c->rank < 0)
+        pending_unlink(c);
+    else if (r->ranks[c->rank] == c)
         r->ranks[c->rank] = NULL;
     uv_close((uv_handle_t *)&c->tcp, conn_closed);
+}
+
+/* Says how many refusals went unnamed since the last such line. */
+static void tell_refusals(struct hr_rdv *r)
+{
+    unsigned long n = r->refusals - r->refusals_told;
+    if (n == 0)
+        return;
+    hvd_log_warn("rendezvous: refused %lu more connection%s (not named one by "
+                 "one)",
+                 n, n > 1 ? "s" : "");
+    r->refusals_told = r->refusals;
+}
+
+/* The FAIL note carries the error code the rank's hvd_init returns. Each
+ * message is one line naming the peer's address and what it did wrong. */
+static void refuse(struct hr_rdv_conn *c, int code, const char *why)
+{
+    struct hr_rdv *r = c->srv;
+    if (++r->refusals <= REFUSALS_SHOWN) {
+        hvd_log_warn("rendezvous: refused a connection from %s: %s", c->from,
+                     why);
+        r->refusals_told = r->refusals;
+        if (r->refusals == REFUSALS_SHOWN)
+            hvd_log_warn("rendezvous: further refused connections are only "
+                         "counted");
+    }
+    send_note(c, HVD_RDV_FAIL, code, why);
+    close_conn(c);
+}
+
+/* Nobody can join once every rank has: new connections are not even
+ * accepted, and those still waiting are sent away. */
+static void stop_listening(struct hr_rdv *r)
+{
+    if (r->listening) {
+        uv_close((uv_handle_t *)&r->tcp, NULL);
+        r->listening = 0;
+    }
+    uv_timer_stop(&r->pending_timer);
+    while (r->pending)
+        refuse(r->pending, HVD_EPROTO, "every rank has already registered");
+    tell_refusals(r);
 }
 
 /* Tells every other registered rank that rank failed (first report wins:
@@ -109,6 +200,7 @@ static void send_peers(struct hr_rdv *r)
             send_frame(c, f, len);
     }
     hvd_log_info("rendezvous: all %d ranks registered", r->size);
+    stop_listening(r);
 }
 
 static void on_start_timeout(uv_timer_t *t)
@@ -137,12 +229,32 @@ static void on_start_timeout(uv_timer_t *t)
             send_note(r->ranks[i], HVD_RDV_FAIL, HVD_ETIMEDOUT, msg);
 }
 
-/* The FAIL note carries the error code the rank's hvd_init returns. */
-static void refuse(struct hr_rdv_conn *c, int code, const char *why)
+static void on_pending_timeout(uv_timer_t *t);
+
+/* One timer serves every waiting connection: it is due when the oldest
+ * one's time is up. */
+static void arm_pending_timer(struct hr_rdv *r)
 {
-    hvd_log_warn("rendezvous: refused a connection from %s: %s", c->from, why);
-    send_note(c, HVD_RDV_FAIL, code, why);
-    close_conn(c);
+    if (r->pending == NULL || uv_is_active((uv_handle_t *)&r->pending_timer))
+        return;
+    uint64_t now = uv_now(r->loop), due = r->pending->deadline;
+    uv_timer_start(&r->pending_timer, on_pending_timeout,
+                   due > now ? due - now : 0, 0);
+}
+
+/* Closes the connections that did not register in time; the list is in
+ * the order they came, so the expired ones are at its head. */
+static void on_pending_timeout(uv_timer_t *t)
+{
+    struct hr_rdv *r = t->data;
+    uint64_t now = uv_now(r->loop);
+    char why[80];
+
+    snprintf(why, sizeof(why), "it did not register within %d s",
+             REGISTER_TIMEOUT_MS / 1000);
+    while (r->pending && r->pending->deadline <= now)
+        refuse(r->pending, HVD_ETIMEDOUT, why);
+    arm_pending_timer(r);
 }
 
 static void handle_register(struct hr_rdv_conn *c, const struct hvd_frame *f)
@@ -150,6 +262,9 @@ static void handle_register(struct hr_rdv_conn *c, const struct hvd_frame *f)
     struct hr_rdv *r = c->srv;
     struct hvd_rdv_register m = {0};
     char why[160];
+    /* The MAC is checked before anything is decoded: a peer without the
+     * secret cannot make the server allocate. Our nonce is new for each
+     * connection, so a REGISTER recorded elsewhere does not verify. */
     int err = hvd_rdv_register_decode(&m, f->payload, f->len, r->secret,
                                       sizeof(r->secret), c->nonce);
     if (err == HVD_EAUTH) {
@@ -172,7 +287,9 @@ static void handle_register(struct hr_rdv_conn *c, const struct hvd_frame *f)
                r->failed ? "the start timeout passed" : why);
         goto out;
     }
+    pending_unlink(c);
     c->rank = (int)m.rank;
+    c->reader.max = RANK_FRAME_MAX;
     memcpy(c->rank_nonce, m.nonce, HVD_NONCE_LEN);
     r->ranks[m.rank] = c;
     struct hvd_rdv_peer *p = &r->table.peers[m.rank];
@@ -214,48 +331,97 @@ static void handle_frame(struct hr_rdv_conn *c, const struct hvd_frame *f)
     }
 }
 
+/* A registered rank's connection ended (or broke the protocol). */
+static void rank_lost(struct hr_rdv_conn *c)
+{
+    struct hr_rdv *r = c->srv;
+    if (r->peers_sent && !c->bye) {
+        char msg[256];
+        snprintf(msg, sizeof(msg), "rank %d (host %s) disconnected", c->rank,
+                 r->table.peers[c->rank].host);
+        broadcast_abort(r, c->rank, msg);
+    } else if (!r->peers_sent) {
+        /* It left during start-up: its slot is free again. */
+        r->registered--;
+    }
+    close_conn(c);
+}
+
 static void alloc_cb(uv_handle_t *h, size_t hint, uv_buf_t *buf)
 {
     static char chunk[65536];
-    (void)h, (void)hint;
-    *buf = uv_buf_init(chunk, sizeof(chunk));
+    struct hr_rdv_conn *c = h->data;
+    (void)hint;
+    /* One frame's worth at a time before registration, so that what an
+     * unregistered peer makes us hold stays within a few KiB. */
+    *buf = uv_buf_init(chunk, c->rank < 0 ? PENDING_FRAME_MAX + HVD_FRAME_HDR
+                                          : sizeof(chunk));
 }
 
 static void on_read(uv_stream_t *s, ssize_t n, const uv_buf_t *buf)
 {
     struct hr_rdv_conn *c = s->data;
-    struct hr_rdv *r = c->srv;
     struct hvd_frame f;
+    char why[120];
     int rc = 0;
 
     if (n < 0) {
-        if (c->rank >= 0 && r->peers_sent && !c->bye) {
-            char msg[256];
-            snprintf(msg, sizeof(msg), "rank %d (host %s) disconnected",
-                     c->rank, r->table.peers[c->rank].host);
-            broadcast_abort(r, c->rank, msg);
-        } else if (c->rank >= 0 && !r->peers_sent) {
-            /* It left during start-up: its slot is free again. */
-            r->registered--;
-        }
-        close_conn(c);
+        /* An unregistered peer that hangs up has cost nothing. */
+        if (c->rank >= 0)
+            rank_lost(c);
+        else
+            close_conn(c);
         return;
     }
     if (hvd_frame_reader_push(&c->reader, buf->base, (size_t)n) != 0) {
-        close_conn(c);
+        if (c->rank >= 0)
+            rank_lost(c);
+        else
+            close_conn(c);
         return;
     }
     while (!c->closing && (rc = hvd_frame_reader_next(&c->reader, &f)) == 1)
         handle_frame(c, &f);
-    if (rc < 0 && !c->closing)
-        refuse(c, HVD_EPROTO, "it sent a malformed frame");
+    if (rc >= 0 || c->closing)
+        return;
+    if (c->rank >= 0) {
+        hvd_log_warn("rendezvous: rank %d (from %s) sent a malformed frame; "
+                     "its connection is closed",
+                     c->rank, c->from);
+        rank_lost(c);
+    } else if (rc == HVD_ETOOBIG) {
+        snprintf(why, sizeof(why),
+                 "it announced a frame over the %u-byte limit before "
+                 "registering",
+                 PENDING_FRAME_MAX);
+        refuse(c, HVD_EPROTO, why);
+    } else {
+        refuse(c, HVD_EPROTO, "it does not speak the rendezvous protocol");
+    }
+}
+
+static void describe_peer(struct hr_rdv_conn *c)
+{
+    struct sockaddr_storage ss;
+    int sslen = sizeof(ss);
+    char ip[64] = "";
+
+    snprintf(c->from, sizeof(c->from), "an unknown address");
+    if (uv_tcp_getpeername(&c->tcp, (struct sockaddr *)&ss, &sslen) != 0)
+        return;
+    uv_ip_name((struct sockaddr *)&ss, ip, sizeof(ip));
+    /* sin_port and sin6_port sit at the same offset. */
+    int port = ntohs(((struct sockaddr_in *)&ss)->sin_port);
+    if (ss.ss_family == AF_INET6)
+        snprintf(c->from, sizeof(c->from), "[%s]:%d", ip, port);
+    else
+        snprintf(c->from, sizeof(c->from), "%s:%d", ip, port);
 }
 
 static void on_connection(uv_stream_t *server, int status)
 {
     struct hr_rdv *r = server->data;
-    struct sockaddr_storage ss;
-    int sslen = sizeof(ss);
+    char why[120];
 
     if (status < 0)
         return;
@@ -264,33 +430,54 @@ static void on_connection(uv_stream_t *server, int status)
         return;
     c->srv = r;
     c->rank = -1;
-    hvd_frame_reader_init(&c->reader, HVD_RDV_FRAME_MAX);
+    hvd_frame_reader_init(&c->reader, PENDING_FRAME_MAX);
     uv_tcp_init(r->loop, &c->tcp);
     c->tcp.data = c;
-    c->next = r->conns;
-    r->conns = c;
     if (uv_accept(server, (uv_stream_t *)&c->tcp) != 0) {
-        close_conn(c);
+        c->closing = 1;
+        uv_close((uv_handle_t *)&c->tcp, conn_closed);
         return;
     }
+    /* The oldest waiting connection has had the longest to register. */
+    if (r->npending >= r->pending_max) {
+        snprintf(why, sizeof(why),
+                 "it was the oldest of %d connections waiting to register",
+                 r->npending);
+        refuse(r->pending, HVD_ETIMEDOUT, why);
+    }
+    pending_push(c);
+    c->deadline = uv_now(r->loop) + REGISTER_TIMEOUT_MS;
     uv_tcp_nodelay(&c->tcp, 1);
-    snprintf(c->from, sizeof(c->from), "an unknown address");
-    if (uv_tcp_getpeername(&c->tcp, (struct sockaddr *)&ss, &sslen) == 0) {
-        char ip[64] = "";
-        uv_ip_name((struct sockaddr *)&ss, ip, sizeof(ip));
-        snprintf(c->from, sizeof(c->from), "%s:%d", ip,
-                 ntohs(((struct sockaddr_in *)&ss)->sin_port));
+    describe_peer(c);
+    /* Without a fresh nonce a recorded REGISTER could be replayed. */
+    if (hvd_secret_new(c->nonce) != 0) {
+        hvd_log_error("rendezvous: no random bytes for the challenge to %s",
+                      c->from);
+        close_conn(c);
+        return;
     }
     struct hvd_wbuf w;
     uint8_t *f;
     size_t len;
-    hvd_secret_new(c->nonce);
     hvd_wbuf_init(&w);
     hvd_wbuf_u32(&w, HVD_RDV_VERSION);
     hvd_wbuf_raw(&w, c->nonce, HVD_NONCE_LEN);
     if (hvd_wbuf_finish(&w, HVD_RDV_CHALLENGE, &f, &len) == 0)
         send_frame(c, f, len);
     uv_read_start((uv_stream_t *)&c->tcp, alloc_cb, on_read);
+    arm_pending_timer(r);
+}
+
+/* One waiting connection per rank, plus room for strangers: 512, or a
+ * quarter of the descriptors horovodrun may open if that is less. */
+static int pending_limit(int size)
+{
+    struct rlimit rl;
+    long extra = PENDING_EXTRA_MAX;
+    if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY &&
+        (long)(rl.rlim_cur / 4) < extra)
+        extra = (long)(rl.rlim_cur / 4);
+    return size + (int)(extra > 16 ? extra : 16);
 }
 
 int hr_rdv_start(struct hr_rdv *r, uv_loop_t *loop, int bind_any,
@@ -306,6 +493,7 @@ int hr_rdv_start(struct hr_rdv *r, uv_loop_t *loop, int bind_any,
     memcpy(r->secret, secret, HVD_SECRET_LEN);
     r->size = size;
     r->start_timeout = start_timeout;
+    r->pending_max = pending_limit(size);
     r->ranks = calloc((size_t)size, sizeof(*r->ranks));
     r->table.peers = calloc((size_t)size, sizeof(*r->table.peers));
     r->table.n = (uint32_t)size;
@@ -322,8 +510,9 @@ int hr_rdv_start(struct hr_rdv *r, uv_loop_t *loop, int bind_any,
     if ((err = uv_tcp_init(loop, &r->tcp)))
         return err;
     uv_timer_init(loop, &r->timer);
-    r->tcp.data = r->timer.data = r;
-    r->open = 1;
+    uv_timer_init(loop, &r->pending_timer);
+    r->tcp.data = r->timer.data = r->pending_timer.data = r;
+    r->open = r->listening = 1;
     if ((err = uv_tcp_bind(&r->tcp, (struct sockaddr *)&ss, 0)) ||
         (err = uv_listen((uv_stream_t *)&r->tcp, 512, on_connection)) ||
         (err = uv_tcp_getsockname(&r->tcp, (struct sockaddr *)&ss, &namelen)))
@@ -337,14 +526,23 @@ void hr_rdv_close(struct hr_rdv *r)
 {
     if (r == NULL)
         return;
-    while (r->conns)
-        close_conn(r->conns);
-    if (r->open) {
+    while (r->pending)
+        close_conn(r->pending);
+    for (int i = 0; r->ranks && i < r->size; i++)
+        if (r->ranks[i])
+            close_conn(r->ranks[i]);
+    tell_refusals(r);
+    if (r->listening) {
         uv_close((uv_handle_t *)&r->tcp, NULL);
+        r->listening = 0;
+    }
+    if (r->open) {
         uv_close((uv_handle_t *)&r->timer, NULL);
+        uv_close((uv_handle_t *)&r->pending_timer, NULL);
         r->open = 0;
     }
     free(r->ranks);
     r->ranks = NULL;
     hvd_rdv_peers_close(&r->table);
+    explicit_bzero(r->secret, sizeof(r->secret));
 }

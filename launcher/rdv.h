@@ -14,10 +14,12 @@ struct hr_rdv_conn;
 struct hr_rdv {
     uv_loop_t *loop;
     uv_tcp_t tcp;
-    uv_timer_t timer; /* start timeout, from the first registration */
-    char addr[64];    /* address handed to the ranks */
+    uv_timer_t timer;         /* start timeout, from the first registration */
+    uv_timer_t pending_timer; /* closes connections that do not register */
+    char addr[64];            /* address handed to the ranks */
     int port;
-    int open;
+    int open;      /* the timers are initialized */
+    int listening; /* the listening socket is open */
     uint8_t secret[HVD_SECRET_LEN];
     int size;
     double start_timeout;
@@ -27,14 +29,20 @@ struct hr_rdv {
     int peers_sent;
     int failed;  /* the start timeout passed: nobody can join any more */
     int aborted; /* a rank failure was broadcast */
-    struct hr_rdv_conn *conns; /* every open connection */
+    /* Connections that have not registered yet, oldest first. */
+    struct hr_rdv_conn *pending, *pending_tail;
+    int npending;
+    int pending_max;        /* past this many, the oldest is dropped */
+    unsigned long refusals; /* peers refused or dropped before registering */
+    unsigned long refusals_told; /* of those, how many a message covered */
 };
 
 /*
  * Listens at an ephemeral port for a job of size ranks, on addr (an IPv4
  * or IPv6 literal handed to the ranks), or on every address of its family
  * with bind_any (remote hosts may come in on another interface). Returns
- * 0 or a libuv error code.
+ * 0 or a libuv error code. Once every rank has registered the server
+ * stops listening and keeps only the ranks' connections.
  */
 int hr_rdv_start(struct hr_rdv *r, uv_loop_t *loop, int bind_any,
                  const char *addr, const uint8_t secret[HVD_SECRET_LEN],
