@@ -65,16 +65,15 @@ static int append(struct hvd_linesplit *ls, const char *data, size_t n)
     return 0;
 }
 
-/* First '\n' or '\r' in s[0..n), or NULL. */
+/*
+ * First '\n' or '\r' in s[0..n), or NULL. Two memchr calls (vectorized in
+ * libc) beat one byte loop: the second looks only before the first \n.
+ */
 static const char *find_term(const char *s, size_t n)
 {
-    size_t i;
-
-    for (i = 0; i < n; i++) {
-        if (s[i] == '\n' || s[i] == '\r')
-            return s + i;
-    }
-    return NULL;
+    const char *nl = memchr(s, '\n', n);
+    const char *cr = memchr(s, '\r', nl ? (size_t)(nl - s) : n);
+    return cr ? cr : nl;
 }
 
 /*

@@ -36,26 +36,87 @@ static void on_sent(uv_write_t *req, int status)
         uv_stop(ag->loop);
 }
 
-void agent_send(struct agent *ag, uint8_t *frame, size_t len)
+/* Queues frames on ctl_out (takes ownership of buf). */
+static void write_out(struct agent *ag, uint8_t *buf, size_t len)
 {
     struct send_req *sr = malloc(sizeof(*sr));
     if (sr == NULL) {
-        free(frame);
+        free(buf);
         return;
     }
-    sr->frame = frame;
+    sr->frame = buf;
     sr->len = len;
     sr->req.data = ag;
-    uv_buf_t b = uv_buf_init((char *)frame, (unsigned)len);
+    uv_buf_t b = uv_buf_init((char *)buf, (unsigned)len);
     ag->outq += len;
     if (uv_write(&sr->req, (uv_stream_t *)&ag->ctl_out, &b, 1, on_sent) != 0) {
         ag->outq -= len;
-        free(frame);
+        free(buf);
         free(sr);
         return;
     }
     if (!ag->paused && ag->outq > AGENT_OUTQ_HIGH)
         agent_ranks_pause(ag, 1);
+}
+
+void agent_flush(struct agent *ag)
+{
+    if (ag->batch_len == 0)
+        return;
+    uint8_t *buf = ag->batch;
+    size_t len = ag->batch_len;
+    ag->batch = NULL;
+    ag->batch_len = ag->batch_cap = 0;
+    write_out(ag, buf, len);
+}
+
+/* Room for n more bytes in the batch, or NULL when out of memory. */
+static uint8_t *batch_reserve(struct agent *ag, size_t n)
+{
+    if (ag->batch_cap - ag->batch_len < n) {
+        size_t cap = ag->batch_len + n;
+        if (cap < AGENT_BATCH + 4096)
+            cap = AGENT_BATCH + 4096;
+        uint8_t *p = realloc(ag->batch, cap);
+        if (p == NULL)
+            return NULL;
+        ag->batch = p;
+        ag->batch_cap = cap;
+    }
+    uint8_t *p = ag->batch + ag->batch_len;
+    ag->batch_len += n;
+    return p;
+}
+
+void agent_send(struct agent *ag, uint8_t *frame, size_t len)
+{
+    /* Control frames are few and small: copied behind the gathered lines,
+     * so that a rank's EXIT always follows its last line. */
+    uint8_t *p = batch_reserve(ag, len);
+    if (p != NULL)
+        memcpy(p, frame, len);
+    free(frame);
+    agent_flush(ag);
+}
+
+void agent_send_line(struct agent *ag, uint32_t rank, uint8_t stream,
+                     uint8_t term, const char *text, size_t len)
+{
+    /* HVD_MSG_LINE: u32 rank, u8 stream, u8 term, text. */
+    uint8_t *p = batch_reserve(ag, HVD_FRAME_HDR + 6 + len);
+    if (p == NULL)
+        return;
+    hvd_frame_header(p, HVD_MSG_LINE, (uint32_t)(6 + len));
+    p += HVD_FRAME_HDR;
+    p[0] = (uint8_t)(rank >> 24);
+    p[1] = (uint8_t)(rank >> 16);
+    p[2] = (uint8_t)(rank >> 8);
+    p[3] = (uint8_t)rank;
+    p[4] = stream;
+    p[5] = term;
+    memcpy(p + 6, text, len);
+    if (ag->batch_len >= AGENT_BATCH)
+        agent_flush(ag);
 }
 
 void agent_note(struct agent *ag, int level, const char *fmt, ...)
@@ -96,6 +157,7 @@ static void send_hello(struct agent *ag)
 
 void agent_finish(struct agent *ag)
 {
+    agent_flush(ag);
     ag->finished = 1;
     uv_read_stop((uv_stream_t *)&ag->ctl_in);
     if (ag->outq == 0)
@@ -276,6 +338,7 @@ int main(int argc, char **argv)
         hvd_linesplit_close(&ag.ranks[i].err.split);
     }
     free(ag.ranks);
+    free(ag.batch);
     hvd_jobspec_close(&ag.job);
     hvd_frame_reader_close(&ag.reader);
     uv_loop_close(loop);

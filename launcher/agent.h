@@ -13,9 +13,14 @@
 
 /* Longest line sent whole; longer lines arrive in pieces of this size. */
 #define AGENT_LINE_MAX (8u * 1024 * 1024)
-/* Rank output is paused while this much is queued towards the launcher. */
-#define AGENT_OUTQ_HIGH (16u * 1024 * 1024)
-#define AGENT_OUTQ_LOW (4u * 1024 * 1024)
+/* Rank output is paused while this much is queued towards the launcher
+ * (which then no longer reads us: its terminal is behind). */
+#define AGENT_OUTQ_HIGH (4u * 1024 * 1024)
+#define AGENT_OUTQ_LOW (1u * 1024 * 1024)
+/* Frames are gathered up to this size and written with one write. */
+#define AGENT_BATCH (64u * 1024)
+/* Most bytes read at once from a dead rank's pipes (see drain_now). */
+#define AGENT_DRAIN_MAX (1u * 1024 * 1024)
 /* How long a rank's pipes may stay open after it exited (grandchildren). */
 #define AGENT_DRAIN_MS 2000
 
@@ -58,16 +63,25 @@ struct agent {
     uv_timer_t silence; /* armed by PING: the launcher must be heard */
     uint32_t silence_ms;
     int gpus;
-    int started;  /* JOB received */
-    int stopping; /* TERM sent to the ranks */
-    int paused;   /* rank output paused for backpressure */
-    int finished; /* all ranks done, flushing */
-    size_t outq;  /* bytes queued on ctl_out */
+    int started;    /* JOB received */
+    int stopping;   /* TERM sent to the ranks */
+    int paused;     /* rank output paused for backpressure */
+    int finished;   /* all ranks done, flushing */
+    size_t outq;    /* bytes queued on ctl_out */
+    uint8_t *batch; /* frames not yet handed to ctl_out */
+    size_t batch_len, batch_cap;
     char readbuf[65536];
 };
 
-/* Queues one frame (header included, takes ownership) to the launcher. */
+/* Sends one frame (header included, takes ownership) to the launcher,
+ * after the lines gathered before it. */
 void agent_send(struct agent *ag, uint8_t *frame, size_t len);
+/* Gathers one LINE frame; written by agent_flush or once a batch is full. */
+void agent_send_line(struct agent *ag, uint32_t rank, uint8_t stream,
+                     uint8_t term, const char *text, size_t len);
+/* Writes the gathered frames; called at the end of every callback that
+ * gathers lines. */
+void agent_flush(struct agent *ag);
 /* Sends a NOTE message. */
 void agent_note(struct agent *ag, int level, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));

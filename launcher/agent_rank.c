@@ -64,17 +64,8 @@ static void on_line(void *ctx, const char *line, size_t len,
                     enum hvd_line_term term)
 {
     struct agent_stream *s = ctx;
-    struct hvd_wbuf w;
-    uint8_t *f;
-    size_t flen;
-
-    hvd_wbuf_init(&w);
-    hvd_wbuf_u32(&w, s->owner->rank);
-    hvd_wbuf_u8(&w, s->which);
-    hvd_wbuf_u8(&w, (uint8_t)term);
-    hvd_wbuf_raw(&w, line, len);
-    if (hvd_wbuf_finish(&w, HVD_MSG_LINE, &f, &flen) == 0)
-        agent_send(s->owner->ag, f, flen);
+    agent_send_line(s->owner->ag, s->owner->rank, s->which, (uint8_t)term, line,
+                    len);
 }
 
 static void close_stream(struct agent_stream *s)
@@ -99,10 +90,12 @@ static void on_output(uv_stream_t *h, ssize_t n, const uv_buf_t *buf)
     struct agent_stream *s = h->data;
     if (n < 0) {
         close_stream(s);
-        return;
-    }
-    if (hvd_linesplit_feed(&s->split, buf->base, (size_t)n, on_line, s) != 0)
+    } else if (hvd_linesplit_feed(&s->split, buf->base, (size_t)n, on_line,
+                                  s) != 0) {
         close_stream(s);
+    }
+    /* One write for every line of this read. */
+    agent_flush(s->owner->ag);
 }
 
 static void on_drain_timeout(uv_timer_t *t)
@@ -282,16 +275,20 @@ void agent_ranks_stop(struct agent *ag, int now)
 
 /* A dead rank's pipes hold its last output and then EOF, unless
  * something it started still has them open: read them now, so that ranks
- * are reported in the order they died. */
+ * are reported in the order they died. Something that still writes to
+ * them is read no further than a full pipe's worth: the rest comes through
+ * the normal reads, which backpressure can pause. */
 static void drain_now(struct agent_stream *s)
 {
     int fd;
+    size_t total = 0;
     if (!s->open || uv_fileno((uv_handle_t *)&s->pipe, &fd) != 0)
         return;
     char *buf = s->owner->ag->readbuf;
-    for (;;) {
+    while (total < AGENT_DRAIN_MAX) {
         ssize_t n = read(fd, buf, sizeof(s->owner->ag->readbuf));
         if (n > 0) {
+            total += (size_t)n;
             if (hvd_linesplit_feed(&s->split, buf, (size_t)n, on_line, s))
                 break;
             continue;
@@ -328,6 +325,7 @@ void agent_ranks_reap(struct agent *ag)
             break;
         }
     }
+    agent_flush(ag);
 }
 
 struct stdin_req {

@@ -77,13 +77,25 @@ static void fail_job(struct hr_job *job, const char *fmt, ...)
 static void on_stop_timeout(uv_timer_t *t)
 {
     struct hr_job *job = t->data;
+    /* The agents may have reported long ago, their frames waiting behind
+     * lines for a slow terminal: wait as long as the terminal moves. */
+    if (hr_output_pending(&job->out) > 0 && job->out.written != job->out_mark) {
+        job->out_mark = job->out.written;
+        uv_timer_again(&job->stop_timer);
+        return;
+    }
     if (!job->killing) {
         stop_all(job, 1);
         return;
     }
     /* The agents neither finished nor answered: give up on them. Closing
      * their pipes makes them kill their ranks. */
-    fail_job(job, "hosts did not report their ranks stopped; gave up");
+    if (hr_output_pending(&job->out) > 0)
+        fail_job(job, "the terminal took no output for %d s; gave up",
+                 STOP_SLACK_MS / 1000);
+    else
+        fail_job(job, "hosts did not report their ranks stopped; gave up");
+    uv_timer_stop(&job->stop_timer);
     uv_stop(job->loop);
 }
 
@@ -105,7 +117,8 @@ static void stop_all(struct hr_job *job, int now)
     uint64_t ms =
         now ? STOP_SLACK_MS
             : (uint64_t)(job->opts->kill_grace * 1000) + STOP_SLACK_MS;
-    uv_timer_start(&job->stop_timer, on_stop_timeout, ms, 0);
+    job->out_mark = job->out.written;
+    uv_timer_start(&job->stop_timer, on_stop_timeout, ms, ms);
 }
 
 static void rank_done(struct hr_job *job, uint32_t rank, uint8_t kind,
@@ -308,6 +321,26 @@ static int handle_frame(struct hr_job *job, struct hr_agent *a,
     }
 }
 
+/* The terminal fell behind (pause) or caught up: stop or resume reading
+ * every agent. Resuming one may fill the queue again at once, which pauses
+ * them all; the loop then stops. */
+static void on_output_pause(void *arg, int pause)
+{
+    struct hr_job *job = arg;
+    job->out_paused = pause;
+    for (int i = 0; i < job->nagents && job->out_paused == pause; i++)
+        if (!job->agents[i].ended)
+            hr_link_pause(&job->agents[i], pause);
+}
+
+/* Everything the ranks printed was written: the job may end. */
+static void on_output_idle(void *arg)
+{
+    struct hr_job *job = arg;
+    if (job->agents_left == 0)
+        uv_stop(job->loop);
+}
+
 void hr_job_agent_bytes(struct hr_agent *a, const char *buf, size_t n)
 {
     struct hvd_frame f;
@@ -325,6 +358,7 @@ void hr_job_agent_bytes(struct hr_agent *a, const char *buf, size_t n)
             fail_job(a->job, "host %s: %s", a->name, a->failure);
         hr_link_kill(a, SIGKILL);
     }
+    hr_output_flush(&a->job->out);
 }
 
 void hr_job_agent_sent(struct hr_agent *a)
@@ -377,7 +411,8 @@ void hr_job_agent_ended(struct hr_agent *a)
     } else {
         agent_lost(job, a);
     }
-    if (--job->agents_left == 0)
+    /* The last lines may still be on their way to the terminal. */
+    if (--job->agents_left == 0 && hr_output_pending(&job->out) == 0)
         uv_stop(job->loop);
 }
 
@@ -544,11 +579,14 @@ static int setup(struct hr_job *job)
         hvd_log_error("cannot get the working directory: %s", strerror(errno));
         return HR_EXIT_INTERNAL;
     }
-    if ((rc = hr_output_init(&job->out, plan, o->output_dir, err,
+    if ((rc = hr_output_init(&job->out, job->loop, plan, o->output_dir, err,
                              sizeof(err))) != 0) {
-        hvd_log_error("%s", err);
-        return HR_EXIT_USAGE;
+        hvd_log_error("%s", rc == HVD_ENOMEM ? "out of memory" : err);
+        return rc == HVD_ENOMEM ? HR_EXIT_INTERNAL : HR_EXIT_USAGE;
     }
+    job->out.on_pause = on_output_pause;
+    job->out.on_idle = on_output_idle;
+    job->out.arg = job;
     if (hvd_secret_new(job->secret) != 0) {
         hvd_log_error("cannot read random bytes for the job secret: %s",
                       strerror(errno));
@@ -629,6 +667,11 @@ int hr_job_run(const struct hr_opts *o, const struct hvd_hostlist *hosts,
         uv_run(job.loop, UV_RUN_DEFAULT);
     if (rc == 0)
         rc = summarize(&job);
+    if (job.started)
+        hvd_log_info("output: %llu bytes to the terminal, at most %zu "
+                     "queued (pausing the agents at %u)",
+                     (unsigned long long)job.out.written, job.out.peak,
+                     HR_OUTPUT_HIGH);
 
     hr_rdv_close(&job.rdv);
 
@@ -645,8 +688,9 @@ int hr_job_run(const struct hr_opts *o, const struct hvd_hostlist *hosts,
     free(job.agents);
     free(job.ranks);
     /* A thread-pool read of a terminal or an idle pipe would block the
-     * exit until the user typed something: leave without waiting. */
-    if (job.stdin_busy) {
+     * exit until the user typed something, and a write to a terminal that
+     * takes nothing would block it forever: leave without waiting. */
+    if (job.stdin_busy || hr_output_busy(&job.out)) {
         fflush(NULL);
         _exit(rc);
     }

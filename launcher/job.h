@@ -78,6 +78,8 @@ struct hr_job {
     uv_timer_t ping_timer; /* keeps remote agents sure we are alive */
     int signals_seen;
     int interrupt_sig; /* the signal that interrupted the job, or 0 */
+    int out_paused;    /* agents not read: the terminal is behind */
+    uint64_t out_mark; /* output written when the stop timer was armed */
     int stopping;      /* graceful stop sent to the agents */
     int killing;       /* SIGKILL sent to the agents */
     int failed_rank;   /* first failing rank, or -1 */

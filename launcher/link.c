@@ -19,6 +19,14 @@ void hr_link_send(struct hr_agent *a, uint8_t *frame, size_t len, int notify)
         hr_local_link_send(a, frame, len, notify);
 }
 
+void hr_link_pause(struct hr_agent *a, int pause)
+{
+    if (a->ssh)
+        hr_ssh_link_pause(a, pause);
+    else
+        hr_local_link_pause(a, pause);
+}
+
 void hr_link_kill(struct hr_agent *a, int sig)
 {
     if (a->ssh)

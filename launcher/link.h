@@ -16,6 +16,12 @@ int hr_link_start(struct hr_agent *a);
 /* Queues a frame (ownership passes). With notify, hr_job_agent_sent is
  * called once it was written. */
 void hr_link_send(struct hr_agent *a, uint8_t *frame, size_t len, int notify);
+/*
+ * Stops (pause 1) or resumes (0) taking frames from the agent, when the
+ * terminal falls behind. Only the agent-to-horovodrun direction stops:
+ * frames to the agent (PING, STOP, SIGNAL, STDIN) still go out.
+ */
+void hr_link_pause(struct hr_agent *a, int pause);
 /* Ends the agent without asking it: a signal locally, a closed session
  * remotely (the agent sees its stdin close and stops its ranks). */
 void hr_link_kill(struct hr_agent *a, int sig);

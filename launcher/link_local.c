@@ -70,6 +70,18 @@ static void on_data(uv_stream_t *s, ssize_t n, const uv_buf_t *buf)
     hr_job_agent_bytes(a, buf->base, (size_t)n);
 }
 
+/* The agent's pipe fills while we do not read it, and the agent stops
+ * reading its ranks in turn. */
+void hr_local_link_pause(struct hr_agent *a, int pause)
+{
+    if (!a->reading || !a->handles_open)
+        return;
+    if (pause)
+        uv_read_stop((uv_stream_t *)&a->from);
+    else
+        uv_read_start((uv_stream_t *)&a->from, alloc_cb, on_data);
+}
+
 static void on_exit_cb(uv_process_t *p, int64_t status, int sig)
 {
     struct hr_agent *a = p->data;

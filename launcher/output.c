@@ -8,12 +8,26 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <sys/uio.h>
 #include <unistd.h>
 
 #include "common/hvd_err.h"
 #include "common/linesplit.h"
 #include "common/proto.h"
+
+/* Lines are packed into chunks of this size; a longer line gets a chunk of
+ * its own. */
+#define CHUNK_SIZE (64u * 1024)
+/* Freed chunks kept for the next lines instead of going back to malloc. */
+#define MAX_SPARE 16
+/* File output is written once this much is staged, and a stage grown
+ * beyond twice that by a long line is freed after its write. */
+#define STAGE_FLUSH (256u * 1024)
+
+struct hr_chunk {
+    struct hr_chunk *next;
+    size_t len, cap;
+    char data[];
+};
 
 /* mkdir -p: creates every missing component of path. */
 static int mkdir_p(const char *path)
@@ -38,18 +52,28 @@ static int mkdir_p(const char *path)
     return 0;
 }
 
-int hr_output_init(struct hr_output *o, const struct hvd_plan *p,
-                   const char *dir, char *err, size_t errlen)
+/* Whether two descriptors lead to the same file, pipe or terminal. */
+static int same_file(int a, int b)
 {
-    char path[4096];
-    int width = snprintf(NULL, 0, "%d", p->size - 1);
+    struct stat sa, sb;
+    return fstat(a, &sa) == 0 && fstat(b, &sb) == 0 && sa.st_dev == sb.st_dev &&
+           sa.st_ino == sb.st_ino;
+}
 
-    memset(o, 0, sizeof(*o));
-    o->out_fd = STDOUT_FILENO;
-    o->err_fd = STDERR_FILENO;
-    o->plan = p;
-    if (dir == NULL)
-        return 0;
+static void init_sink(struct hr_output *o, struct hr_sink *s, int fd)
+{
+    s->o = o;
+    s->fd = fd;
+    s->work.data = s;
+}
+
+static int open_files(struct hr_output *o, const char *dir, char *err,
+                      size_t errlen)
+{
+    const struct hvd_plan *p = o->plan;
+    int width = snprintf(NULL, 0, "%d", p->size - 1);
+    char path[4096];
+
     o->files = malloc((size_t)p->size * sizeof(*o->files));
     if (o->files == NULL)
         return HVD_ENOMEM;
@@ -78,9 +102,76 @@ int hr_output_init(struct hr_output *o, const struct hvd_plan *p,
     return 0;
 }
 
+int hr_output_init(struct hr_output *o, uv_loop_t *loop,
+                   const struct hvd_plan *p, const char *dir, char *err,
+                   size_t errlen)
+{
+    memset(o, 0, sizeof(*o));
+    o->loop = loop;
+    o->plan = p;
+    init_sink(o, &o->sinks[0], STDOUT_FILENO);
+    init_sink(o, &o->sinks[1], STDERR_FILENO);
+    o->sink[0] = &o->sinks[0];
+    /* stdout and stderr on one terminal or pipe (2>&1) share one queue:
+     * two writers at once could cut each other's lines, and the lines keep
+     * the order in which they arrived. */
+    o->sink[1] =
+        same_file(STDOUT_FILENO, STDERR_FILENO) ? &o->sinks[0] : &o->sinks[1];
+    o->prefix = calloc((size_t)p->size, sizeof(*o->prefix));
+    if (o->prefix == NULL)
+        return HVD_ENOMEM;
+    for (int r = 0; r < p->size; r++) {
+        static const char *names[2] = {"stdout", "stderr"};
+        for (int k = 0; k < 2; k++) {
+            struct hr_prefix *x = &o->prefix[r];
+            int n = snprintf(x->text[k], sizeof(x->text[k]), "[%d,%d]<%s>:", r,
+                             p->ranks[r].local_rank, names[k]);
+            x->len[k] = (uint8_t)n;
+        }
+    }
+    if (dir == NULL)
+        return 0;
+    return open_files(o, dir, err, errlen);
+}
+
+static void free_chunks(struct hr_chunk *c)
+{
+    while (c) {
+        struct hr_chunk *next = c->next;
+        free(c);
+        c = next;
+    }
+}
+
+static void files_flush(struct hr_output *o);
+
 void hr_output_close(struct hr_output *o)
 {
-    if (o == NULL || o->files == NULL)
+    if (o == NULL)
+        return;
+    files_flush(o);
+    free(o->stage);
+    free(o->segs);
+    o->stage = NULL;
+    o->segs = NULL;
+    o->stage_len = o->stage_cap = o->nsegs = o->segs_cap = 0;
+    for (int k = 0; k < 2; k++) {
+        struct hr_sink *s = &o->sinks[k];
+        free_chunks(s->head);
+        s->head = s->tail = NULL;
+        s->waiting = 0;
+        /* A worker still inside a write owns its chunks: the process is
+         * about to leave without waiting for it. */
+        if (!s->busy)
+            free_chunks(s->flight);
+        s->flight = NULL;
+    }
+    free_chunks(o->spare);
+    o->spare = NULL;
+    o->nspare = 0;
+    free(o->prefix);
+    o->prefix = NULL;
+    if (o->files == NULL)
         return;
     for (int r = 0; r < o->plan->size; r++)
         for (int k = 0; k < 2; k++)
@@ -90,9 +181,8 @@ void hr_output_close(struct hr_output *o)
     o->files = NULL;
 }
 
-/* Writes all of iov, blocking if the fd was left non-blocking, so a slow
- * reader slows horovodrun down instead of making it buffer. */
-static int write_all(int fd, struct iovec *iov, int n)
+/* Writes all of iov, even to a descriptor someone left non-blocking. */
+static int write_all(int fd, struct iovec *iov, int n, size_t *done)
 {
     while (n > 0) {
         ssize_t w = writev(fd, iov, n);
@@ -104,8 +194,10 @@ static int write_all(int fd, struct iovec *iov, int n)
                 poll(&pfd, 1, -1);
                 continue;
             }
-            return -1;
+            return errno;
         }
+        if (done)
+            *done += (size_t)w;
         while (n > 0 && (size_t)w >= iov->iov_len) {
             w -= (ssize_t)iov->iov_len;
             iov++;
@@ -119,6 +211,214 @@ static int write_all(int fd, struct iovec *iov, int n)
     return 0;
 }
 
+/* Runs on a worker thread: only the batch in s->iov is touched. */
+static void sink_write(uv_work_t *w)
+{
+    struct hr_sink *s = w->data;
+    s->done = 0;
+    s->werr = write_all(s->fd, s->iov, s->niov, &s->done);
+}
+
+static void sink_written(uv_work_t *w, int status);
+
+/* Hands the oldest queued chunks, up to one batch, to a worker. */
+static void sink_kick(struct hr_sink *s)
+{
+    if (s->busy || s->head == NULL)
+        return;
+    struct hr_chunk *c = s->head, *last = NULL;
+    size_t bytes = 0;
+    s->niov = 0;
+    while (c && s->niov < HR_OUTPUT_IOV &&
+           (bytes == 0 || bytes + c->len <= HR_OUTPUT_BATCH)) {
+        s->iov[s->niov++] = (struct iovec){c->data, c->len};
+        bytes += c->len;
+        last = c;
+        c = c->next;
+    }
+    s->flight = s->head;
+    s->waiting -= bytes;
+    last->next = NULL;
+    s->head = c;
+    if (c == NULL)
+        s->tail = NULL;
+    s->flight_bytes = bytes;
+    s->busy = 1;
+    if (uv_queue_work(s->o->loop, &s->work, sink_write, sink_written) != 0) {
+        s->werr = EINVAL; /* cannot happen: the sink is dropped */
+        s->done = 0;
+        sink_written(&s->work, 0);
+    }
+}
+
+static void recycle(struct hr_output *o, struct hr_chunk *c)
+{
+    while (c) {
+        struct hr_chunk *next = c->next;
+        if (c->cap == CHUNK_SIZE && o->nspare < MAX_SPARE) {
+            c->next = o->spare;
+            o->spare = c;
+            o->nspare++;
+        } else {
+            free(c);
+        }
+        c = next;
+    }
+}
+
+/* Tells the owner what changed, once the queue's state is consistent. */
+static void notify(struct hr_output *o)
+{
+    if (o->paused && o->queued <= HR_OUTPUT_LOW) {
+        o->paused = 0;
+        if (o->on_pause)
+            o->on_pause(o->arg, 0);
+    }
+    if (o->queued == 0 && !hr_output_busy(o) && o->on_idle)
+        o->on_idle(o->arg);
+}
+
+static void drop_queue(struct hr_sink *s)
+{
+    s->o->queued -= s->waiting;
+    s->waiting = 0;
+    recycle(s->o, s->head);
+    s->head = s->tail = NULL;
+}
+
+static void sink_written(uv_work_t *w, int status)
+{
+    struct hr_sink *s = w->data;
+    struct hr_output *o = s->o;
+    (void)status;
+    s->busy = 0;
+    recycle(o, s->flight);
+    s->flight = NULL;
+    o->queued -= s->flight_bytes;
+    o->written += s->done;
+    s->flight_bytes = 0;
+    /* A closed terminal (horovodrun | head) must not stop the job or its
+     * files: that side is dropped instead. Other errors lose the batch. */
+    if (s->werr == EPIPE || s->werr == EBADF || s->werr == EINVAL) {
+        s->broken = 1;
+        drop_queue(s);
+    }
+    sink_kick(s);
+    notify(o);
+}
+
+static struct hr_chunk *chunk_new(struct hr_output *o, size_t need)
+{
+    struct hr_chunk *c;
+    if (need <= CHUNK_SIZE && o->spare) {
+        c = o->spare;
+        o->spare = c->next;
+        o->nspare--;
+    } else {
+        size_t cap = need > CHUNK_SIZE ? need : CHUNK_SIZE;
+        c = malloc(sizeof(*c) + cap);
+        if (c == NULL)
+            return NULL;
+        c->cap = cap;
+    }
+    c->next = NULL;
+    c->len = 0;
+    return c;
+}
+
+/* Appends prefix, text and \n to the sink's queue as one piece. */
+static void sink_line(struct hr_sink *s, const char *prefix, size_t plen,
+                      const char *text, size_t len)
+{
+    struct hr_output *o = s->o;
+    size_t need = plen + len + 1;
+    struct hr_chunk *c = s->tail;
+    if (c == NULL || c->cap - c->len < need) {
+        c = chunk_new(o, need);
+        if (c == NULL)
+            return; /* out of memory: the terminal loses the line */
+        if (s->tail)
+            s->tail->next = c;
+        else
+            s->head = c;
+        s->tail = c;
+    }
+    char *p = c->data + c->len;
+    memcpy(p, prefix, plen);
+    memcpy(p + plen, text, len);
+    p[plen + len] = '\n';
+    c->len += need;
+    s->waiting += need;
+    o->queued += need;
+    if (o->queued > o->peak)
+        o->peak = o->queued;
+    if (s->waiting >= HR_OUTPUT_BATCH)
+        sink_kick(s);
+    if (!o->paused && o->queued >= HR_OUTPUT_HIGH) {
+        o->paused = 1;
+        if (o->on_pause)
+            o->on_pause(o->arg, 1);
+    }
+}
+
+/* Per-rank files are regular files: written from the loop, whole. */
+static void files_flush(struct hr_output *o)
+{
+    for (size_t i = 0; i < o->nsegs; i++) {
+        struct iovec iov = {o->stage + o->segs[i].off, o->segs[i].len};
+        write_all(o->segs[i].fd, &iov, 1, NULL);
+    }
+    o->nsegs = 0;
+    o->stage_len = 0;
+    if (o->stage_cap > 2 * STAGE_FLUSH) {
+        free(o->stage);
+        o->stage = NULL;
+        o->stage_cap = 0;
+    }
+}
+
+/* Stages text and its end for fd; lines of one rank in a row make one
+ * run. Without memory, writes at once. */
+static void file_line(struct hr_output *o, int fd, const char *text, size_t len,
+                      const char *end, size_t elen)
+{
+    size_t need = len + elen;
+    if (o->stage_cap - o->stage_len < need) {
+        size_t cap = o->stage_len + need;
+        if (cap < STAGE_FLUSH + CHUNK_SIZE)
+            cap = STAGE_FLUSH + CHUNK_SIZE;
+        char *p = realloc(o->stage, cap);
+        if (p == NULL)
+            goto direct;
+        o->stage = p;
+        o->stage_cap = cap;
+    }
+    struct hr_file_seg *last = o->nsegs ? &o->segs[o->nsegs - 1] : NULL;
+    if (last == NULL || last->fd != fd) {
+        if (o->nsegs == o->segs_cap) {
+            size_t n = o->segs_cap ? 2 * o->segs_cap : 64;
+            struct hr_file_seg *p = realloc(o->segs, n * sizeof(*p));
+            if (p == NULL)
+                goto direct;
+            o->segs = p;
+            o->segs_cap = n;
+        }
+        last = &o->segs[o->nsegs++];
+        *last = (struct hr_file_seg){fd, o->stage_len, 0};
+    }
+    memcpy(o->stage + o->stage_len, text, len);
+    memcpy(o->stage + o->stage_len + len, end, elen);
+    o->stage_len += need;
+    last->len += need;
+    if (o->stage_len >= STAGE_FLUSH)
+        files_flush(o);
+    return;
+direct:
+    files_flush(o);
+    struct iovec raw[2] = {{(void *)text, len}, {(void *)end, elen}};
+    write_all(fd, raw, 2, NULL);
+}
+
 void hr_output_line(struct hr_output *o, uint32_t rank, int stream, int term,
                     const char *text, size_t len)
 {
@@ -127,20 +427,30 @@ void hr_output_line(struct hr_output *o, uint32_t rank, int stream, int term,
     int k = stream == HVD_STREAM_STDERR;
     if (o->files) {
         static const char *ends[] = {"", "\n", "\r", "\n"};
-        struct iovec raw[2] = {
-            {(void *)text, len},
-            {(void *)ends[term & 3], strlen(ends[term & 3])}};
-        write_all(o->files[rank][k], raw, 2);
+        const char *end = ends[term & 3];
+        file_line(o, o->files[rank][k], text, len, end, strlen(end));
     }
     /* The \n of a \r\n was already shown with its line. */
-    if (term == HVD_TERM_CRLF_TAIL || o->broken)
+    struct hr_sink *s = o->sink[k];
+    if (term == HVD_TERM_CRLF_TAIL || s->broken)
         return;
-    char prefix[64];
-    int n = snprintf(prefix, sizeof(prefix), "[%u,%d]<%s>:", rank,
-                     o->plan->ranks[rank].local_rank, k ? "stderr" : "stdout");
-    struct iovec iov[3] = {{prefix, (size_t)n}, {(void *)text, len}, {"\n", 1}};
-    /* A closed terminal (horovodrun | head) must not stop the job or its
-     * files; the terminal side is dropped instead. */
-    if (write_all(k ? o->err_fd : o->out_fd, iov, 3) != 0 && errno == EPIPE)
-        o->broken = 1;
+    const struct hr_prefix *x = &o->prefix[rank];
+    sink_line(s, x->text[k], x->len[k], text, len);
+}
+
+void hr_output_flush(struct hr_output *o)
+{
+    files_flush(o);
+    sink_kick(&o->sinks[0]);
+    sink_kick(&o->sinks[1]);
+}
+
+size_t hr_output_pending(const struct hr_output *o)
+{
+    return o->queued;
+}
+
+int hr_output_busy(const struct hr_output *o)
+{
+    return o->sinks[0].busy || o->sinks[1].busy;
 }

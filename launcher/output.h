@@ -4,15 +4,85 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/uio.h>
+#include <uv.h>
 
 #include "common/plan.h"
 
+/*
+ * Terminal output is queued and written by libuv's thread pool with plain
+ * blocking writes, at most one write in flight per destination, so the
+ * event loop never waits for a slow reader. Making stdout non-blocking
+ * instead would change the open file description that horovodrun shares
+ * with its shell, the local agent (its stderr) and hvd_log: they would see
+ * EAGAIN. The pool (four threads unless UV_THREADPOOL_SIZE says otherwise)
+ * holds at most three long waits: these two writes and the stdin read.
+ *
+ * The queue is bounded: at HR_OUTPUT_HIGH bytes the owner is told to stop
+ * reading the agents, and at HR_OUTPUT_LOW to start again. It may exceed
+ * HIGH by the rest of one agent read (64 KiB) or one line frame.
+ */
+#define HR_OUTPUT_HIGH (4u * 1024 * 1024)
+#define HR_OUTPUT_LOW (1u * 1024 * 1024)
+/* Most bytes and buffers handed to one write. */
+#define HR_OUTPUT_BATCH (256u * 1024)
+#define HR_OUTPUT_IOV 64
+
+struct hr_output;
+struct hr_chunk;
+
+/* One destination (horovodrun's stdout or stderr) and its queue. */
+struct hr_sink {
+    struct hr_output *o;
+    int fd;
+    struct hr_chunk *head, *tail; /* waiting to be written */
+    struct hr_chunk *flight;      /* being written by the worker */
+    size_t waiting;               /* bytes from head to tail */
+    size_t flight_bytes;
+    uv_work_t work;
+    struct iovec iov[HR_OUTPUT_IOV]; /* the worker's, while busy */
+    int niov;
+    int busy;    /* a write is in flight */
+    int broken;  /* the reader went away: lines for it are dropped */
+    int werr;    /* errno of the failed write, set by the worker */
+    size_t done; /* bytes of the batch written, set by the worker */
+};
+
+/* A run of staged bytes for one per-rank file. */
+struct hr_file_seg {
+    int fd;
+    size_t off, len;
+};
+
+struct hr_prefix {
+    uint8_t len[2];
+    char text[2][40]; /* "[rank,local_rank]<stdout>:" and <stderr> */
+};
+
 struct hr_output {
-    int out_fd; /* horovodrun's stdout: rank stdout lines */
-    int err_fd; /* horovodrun's stderr: rank stderr lines */
-    int broken; /* the terminal side stopped accepting writes */
+    uv_loop_t *loop;
+    struct hr_sink sinks[2];
+    struct hr_sink *sink[2]; /* per stream; one sink when both are one */
+    size_t queued;           /* bytes waiting or in flight, all sinks */
+    uint64_t written;        /* bytes written so far, all sinks */
+    size_t peak;             /* most bytes ever queued */
+    int paused;              /* the owner was told to stop reading */
+    struct hr_chunk *spare;  /* freed chunks kept for reuse */
+    int nspare;
     const struct hvd_plan *plan;
-    int (*files)[2]; /* per rank stdout, stderr; NULL without a dir */
+    struct hr_prefix *prefix; /* per rank */
+    int (*files)[2];          /* per rank stdout, stderr; NULL without a dir */
+    /* File output gathered during a batch of lines, written at the flush:
+     * one write per rank and batch instead of one per line. */
+    char *stage;
+    size_t stage_len, stage_cap;
+    struct hr_file_seg *segs;
+    size_t nsegs, segs_cap;
+    /* Set by the owner: stop (1) or resume (0) reading rank output, and
+     * the queue became empty. */
+    void (*on_pause)(void *arg, int pause);
+    void (*on_idle)(void *arg);
+    void *arg;
 };
 
 /*
@@ -20,15 +90,26 @@ struct hr_output {
  * (N zero-padded to the width of size-1). On failure writes one line to
  * err and returns a negative code.
  */
-int hr_output_init(struct hr_output *o, const struct hvd_plan *p,
-                   const char *dir, char *err, size_t errlen);
+int hr_output_init(struct hr_output *o, uv_loop_t *loop,
+                   const struct hvd_plan *p, const char *dir, char *err,
+                   size_t errlen);
+/* Frees what is not being written; see hr_output_busy. */
 void hr_output_close(struct hr_output *o);
 /*
- * Writes one line: "[rank,local_rank]<stdout>:text\n" to the terminal in
- * one write, and text with its original terminator to the rank's file.
- * stream is HVD_STREAM_STDOUT or HVD_STREAM_STDERR; term an hvd_line_term.
+ * Queues one line: "[rank,local_rank]<stdout>:text\n" for the terminal,
+ * written whole by one write, and writes text with its original
+ * terminator to the rank's file. stream is HVD_STREAM_STDOUT or
+ * HVD_STREAM_STDERR; term an hvd_line_term.
  */
 void hr_output_line(struct hr_output *o, uint32_t rank, int stream, int term,
                     const char *text, size_t len);
+/* Writes the batch's file output and starts writing what was queued for
+ * the terminal (call after a batch of lines). */
+void hr_output_flush(struct hr_output *o);
+/* Bytes queued for the terminal and not yet written. */
+size_t hr_output_pending(const struct hr_output *o);
+/* A worker thread is inside a write: the process must not wait for it to
+ * exit (a terminal that takes nothing would hold it forever). */
+int hr_output_busy(const struct hr_output *o);
 
 #endif

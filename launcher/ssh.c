@@ -68,6 +68,7 @@ struct hr_ssh {
     struct outq *qhead, *qtail;
     char errline[512]; /* the remote shell's last stderr line */
     size_t errlen;
+    int paused; /* the channel is not read: the terminal is behind */
 };
 
 static int inited;
@@ -568,7 +569,12 @@ static void step_run(struct hr_ssh *s)
     ssize_t n = 0;
     int blocked = 0;
 
-    while (s->st == ST_RUN &&
+    /* While paused the channel is not read at all: a read also widens the
+     * channel's window, which would let the agent send without limit. Its
+     * frames wait in the window (at most libssh2's 2 MiB) and in sshd, and
+     * the agent stops reading its ranks. Writes go on, so the agent keeps
+     * hearing PING. */
+    while (s->st == ST_RUN && !s->paused &&
            (n = libssh2_channel_read(s->channel, buf, sizeof(buf))) > 0)
         hr_job_agent_bytes(s->a, buf, (size_t)n);
     if (s->st != ST_RUN)
@@ -577,7 +583,8 @@ static void step_run(struct hr_ssh *s)
         fail(s, "lost the SSH connection: %s", ssh_error(s));
         return;
     }
-    while ((n = libssh2_channel_read_stderr(s->channel, buf, sizeof(buf))) > 0)
+    while (!s->paused &&
+           (n = libssh2_channel_read_stderr(s->channel, buf, sizeof(buf))) > 0)
         handle_stderr(s, buf, (size_t)n);
     while (s->qhead) {
         struct outq *q = s->qhead;
@@ -602,6 +609,17 @@ static void step_run(struct hr_ssh *s)
         free(q);
         if (notify)
             hr_job_agent_sent(s->a);
+    }
+    if (s->paused) {
+        /* A readable socket is no news while paused: watch it only in the
+         * direction a blocked write waits for (libssh2 reads the window
+         * adjustments inside the write). The next PING comes within a
+         * second. */
+        if (s->qhead)
+            wait_io(s, 0);
+        else
+            uv_poll_stop(&s->poll);
+        return;
     }
     if (libssh2_channel_eof(s->channel)) {
         s->st = ST_CLOSE;
@@ -714,6 +732,18 @@ void hr_ssh_link_send(struct hr_agent *a, uint8_t *frame, size_t len,
         s->qhead = q;
     s->qtail = q;
     step(s);
+}
+
+void hr_ssh_link_pause(struct hr_agent *a, int pause)
+{
+    struct hr_ssh *s = a->ssh;
+    if (s->paused == pause)
+        return;
+    s->paused = pause;
+    /* Frames may wait inside libssh2 with the socket quiet: read them
+     * now rather than on the next packet. */
+    if (!pause && s->st == ST_RUN)
+        step(s);
 }
 
 void hr_ssh_link_kill(struct hr_agent *a)

@@ -19,6 +19,7 @@ int hr_ssh_local_addr(struct hr_ssh *s, char *out, size_t len);
 int hr_ssh_link_start(struct hr_agent *a);
 void hr_ssh_link_send(struct hr_agent *a, uint8_t *frame, size_t len,
                       int notify);
+void hr_ssh_link_pause(struct hr_agent *a, int pause);
 void hr_ssh_link_kill(struct hr_agent *a);
 void hr_ssh_link_release(struct hr_agent *a);
 
