@@ -23,6 +23,10 @@ extern char **environ;
 
 /* How long agents get, beyond the kill grace, to report a stopped job. */
 #define STOP_SLACK_MS 5000
+/* A rank that exits with an error code is often only the echo of another
+ * rank's death or a lost host (its collectives failed): a death by a
+ * signal, or a lost host, reported this soon after it is named instead. */
+#define CAUSE_WINDOW_MS 1000
 
 static void read_stdin(struct hr_job *job);
 static void stop_all(struct hr_job *job, int now);
@@ -58,13 +62,28 @@ static const char *host_name(const struct hr_job *job, int h)
     return job->hosts->hosts[h].name;
 }
 
+/* Whether a failure reported now should be named instead of the rank
+ * failure recorded first: that one exited with a code (the echo), this
+ * one came soon after, before any signal of ours could have caused it
+ * (the stop's SIGTERM is excluded by the caller; its SIGKILL comes only
+ * after the kill grace). */
+static int is_the_cause(const struct hr_job *job)
+{
+    if (job->failed_rank < 0 || job->interrupt_sig ||
+        job->ranks[job->failed_rank].kind != HVD_EXIT_CODE)
+        return 0;
+    uint64_t since = uv_now(job->loop) - job->failed_at;
+    return since < CAUSE_WINDOW_MS &&
+           since < (uint64_t)(job->opts->kill_grace * 1000);
+}
+
 /* Records an agent-level failure (the first one wins) and ends the job. */
 static void fail_job(struct hr_job *job, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
 
 static void fail_job(struct hr_job *job, const char *fmt, ...)
 {
-    if (!job->agent_failure && job->failed_rank < 0) {
+    if (!job->agent_failure && (job->failed_rank < 0 || is_the_cause(job))) {
         va_list ap;
         va_start(ap, fmt);
         vsnprintf(job->failure, sizeof(job->failure), fmt, ap);
@@ -132,8 +151,10 @@ static void rank_done(struct hr_job *job, uint32_t rank, uint8_t kind,
     rs->code = code;
     job->ranks_done++;
     int failed = kind != HVD_EXIT_CODE || code != 0;
-    if (failed && job->failed_rank < 0 && !job->agent_failure) {
+    int cause = kind == HVD_EXIT_SIGNAL && code != SIGTERM && is_the_cause(job);
+    if (failed && (job->failed_rank < 0 || cause) && !job->agent_failure) {
         job->failed_rank = (int)rank;
+        job->failed_at = uv_now(job->loop);
         stop_all(job, 0);
     }
 }

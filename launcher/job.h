@@ -77,14 +77,15 @@ struct hr_job {
     uv_timer_t start_timer, stop_timer;
     uv_timer_t ping_timer; /* keeps remote agents sure we are alive */
     int signals_seen;
-    int interrupt_sig; /* the signal that interrupted the job, or 0 */
-    int out_paused;    /* agents not read: the terminal is behind */
-    uint64_t out_mark; /* output written when the stop timer was armed */
-    int stopping;      /* graceful stop sent to the agents */
-    int killing;       /* SIGKILL sent to the agents */
-    int failed_rank;   /* first failing rank, or -1 */
-    int agent_failure; /* an agent or horovodrun itself failed */
-    char failure[512]; /* the summary when agent_failure */
+    int interrupt_sig;  /* the signal that interrupted the job, or 0 */
+    int out_paused;     /* agents not read: the terminal is behind */
+    uint64_t out_mark;  /* output written when the stop timer was armed */
+    int stopping;       /* graceful stop sent to the agents */
+    int killing;        /* SIGKILL sent to the agents */
+    int failed_rank;    /* first failing rank, or -1 */
+    uint64_t failed_at; /* when it failed (uv_now, ms) */
+    int agent_failure;  /* an agent or horovodrun itself failed */
+    char failure[512];  /* the summary when agent_failure */
     int master_port;
     char cwd[4096]; /* where the ranks run, on every host */
     uint8_t secret[HVD_SECRET_LEN];

@@ -349,6 +349,19 @@ static struct hvd_request *take_submitted(struct hvd_ctx *c)
     return stop;
 }
 
+/*
+ * Names this rank announced still wait for other ranks, and no cycle ran
+ * for the peer timeout: start one anyway. If a rank is stopped or hung
+ * (rank 0 included, whose stall inspector would otherwise end the wait),
+ * it fails on the data-plane timeout; a rank that is merely busy joins it
+ * at once from its idle background thread, at the cost of one empty cycle.
+ */
+static int heartbeat_due(const struct hvd_ctx *c, int64_t now)
+{
+    return !c->failed && c->size > 1 && c->neg.used > 0 &&
+           now - c->last_cycle_us >= (int64_t)c->peer_timeout_s * 1000000;
+}
+
 static void *thread_main(void *arg)
 {
     struct hvd_ctx *c = arg;
@@ -374,7 +387,8 @@ static void *thread_main(void *arg)
             c->size == 1 ? 0 : c->last_cycle_us + (int64_t)(c->cycle_ms * 1000);
         hvd__stall_check(c);
         if ((c->nfresh > 0 && now >= due) || c->nstall > 0 ||
-            (!c->failed && hvd__coll_peer_started(c))) {
+            (!c->failed && hvd__coll_peer_started(c)) ||
+            heartbeat_due(c, now)) {
             cycle(c);
             continue;
         }
@@ -399,10 +413,20 @@ static void *thread_main(void *arg)
         int timeout = -1;
         if (c->nfresh > 0)
             timeout = due > now ? (int)((due - now + 999) / 1000) : 0;
-        /* Rank 0 looks for stalls every second while names wait. */
+        /* Rank 0 looks for stalls every second while names wait; every
+         * rank wakes for its heartbeat. */
         if (c->rank == 0 && !c->stall_off && c->neg.used > 0 &&
             (timeout < 0 || timeout > 1000))
             timeout = 1000;
+        if (c->neg.used > 0 && !c->failed) {
+            int64_t beat = (c->last_cycle_us +
+                            (int64_t)c->peer_timeout_s * 1000000 - now + 999) /
+                           1000;
+            if (beat < 0)
+                beat = 0;
+            if (timeout < 0 || timeout > beat)
+                timeout = (int)beat;
+        }
         /* Another rank starting a collective shows on a ring socket or,
          * in shared memory, as a wake-up on our eventfd. */
         struct pollfd p[5] = {

@@ -28,12 +28,12 @@ def run(args, env=None, timeout=240):
 
 
 def dev_shm():
-    """Names in /dev/shm, but for those of Criterion (bxfi_*), whose unit
-    tests may run at the same time."""
+    """Names in /dev/shm, but for those of Criterion (bxfi_*) and Open MPI
+    (vader_segment*), whose tests may run at the same time."""
     if not os.path.isdir("/dev/shm"):
         return []
     return sorted(n for n in os.listdir("/dev/shm")
-                  if not n.startswith("bxfi_"))
+                  if not n.startswith(("bxfi_", "vader_segment")))
 
 
 MARK = "HVDTEST_TRANSPORT_MARK=%d" % os.getpid()
