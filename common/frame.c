@@ -23,6 +23,10 @@ void hvd_frame_reader_close(struct hvd_frame_reader *r)
 int hvd_frame_reader_push(struct hvd_frame_reader *r, const void *data,
                           size_t len)
 {
+    /* libuv reports reads of 0 bytes; with no buffer yet there is nothing
+     * to append them to (r->buf + 0 on a NULL buffer is undefined). */
+    if (len == 0)
+        return 0;
     /* Drop consumed frames first so the buffer stays near one frame. */
     if (r->off > 0) {
         memmove(r->buf, r->buf + r->off, r->len - r->off);
@@ -53,10 +57,12 @@ static uint32_t get_be32(const uint8_t *p)
 int hvd_frame_reader_next(struct hvd_frame_reader *r, struct hvd_frame *f)
 {
     size_t avail = r->len - r->off;
-    const uint8_t *h = r->buf + r->off;
+    const uint8_t *h;
 
+    /* Checked first: a reader that got no bytes yet has no buffer. */
     if (avail < HVD_FRAME_HDR)
         return 0;
+    h = r->buf + r->off;
     if (((unsigned)h[0] << 8 | h[1]) != HVD_FRAME_MAGIC ||
         h[2] != HVD_FRAME_VERSION)
         return HVD_EPROTO;

@@ -4,10 +4,20 @@ set -eu
 
 PKGS="gcc meson ninja-build pkg-config libuv1-dev libssh2-1-dev libssl-dev
 libcriterion-dev python3 procps clang-format openssh-server openssh-client"
-# Extra packages for the benchmarks (Open MPI is the yardstick).
-if [ "${1:-}" = "--bench" ]; then
-    PKGS="$PKGS openmpi-bin libopenmpi-dev"
-fi
+for opt in "$@"; do
+    case "$opt" in
+    # Extra packages for the benchmarks (Open MPI is the yardstick).
+    --bench) PKGS="$PKGS openmpi-bin libopenmpi-dev" ;;
+    # For scripts/fuzz.sh: clang, its libFuzzer, ASan and UBSan runtimes
+    # (libclang-rt-14-dev, only recommended by clang-14), and
+    # llvm-symbolizer (llvm-14) for readable stack traces in reports.
+    --fuzz) PKGS="$PKGS clang-14 libclang-rt-14-dev llvm-14" ;;
+    *)
+        echo "usage: $0 [--bench] [--fuzz]" >&2
+        exit 2
+        ;;
+    esac
+done
 
 missing=""
 for p in $PKGS; do

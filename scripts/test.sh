@@ -2,8 +2,10 @@
 # Installs what is missing, builds with warnings as errors and runs every
 # test; then the unit and integration suites again under AddressSanitizer
 # and UndefinedBehaviorSanitizer, and the runtime's multi-threaded tests
-# under ThreadSanitizer. Arguments go to the first `meson test`.
-# HVD_TEST_QUICK=1 skips the sanitizer runs.
+# under ThreadSanitizer, and the protocol fuzzers for a bounded time
+# (HVD_FUZZ_SECONDS per target, default 20; scripts/fuzz.sh 600 for a long
+# run). Arguments go to the first `meson test`. HVD_TEST_QUICK=1 skips the
+# sanitizer and fuzzing runs.
 set -eu
 cd "$(dirname "$0")/.."
 ./scripts/install-deps.sh
@@ -37,3 +39,6 @@ setup build-tsan -Dwerror=true -Dtests=enabled -Db_sanitize=thread \
     -Db_lundef=false
 TSAN_OPTIONS=halt_on_error=1 \
     meson test -C build-tsan --print-errorlogs runtime transport device
+
+echo "== Fuzzing (libFuzzer, ASan+UBSan)"
+./scripts/fuzz.sh "${HVD_FUZZ_SECONDS:-20}"

@@ -1,0 +1,307 @@
+/* Writes the fuzz targets' seed corpus: encoder output plus edge cases. */
+#include <errno.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "common/auth.h"
+#include "common/frame.h"
+#include "common/proto.h"
+#include "common/rdvproto.h"
+#include "common/secret.h"
+#include "common/wire.h"
+
+/* The same secret and nonce as fuzz_rdvproto.c, so that sealed seeds
+ * pass its MAC check. */
+static const uint8_t secret[HVD_SECRET_LEN] = "fuzz-secret-0123456789abcdefghi";
+static const uint8_t nonce[HVD_NONCE_LEN] = "fuzz-nonce-0123456789abcdefghijk";
+
+static const char *root;
+static int failed;
+
+/* Writes root/target/name: a prefix of parameter bytes, then the body. */
+static void seed(const char *target, const char *name, const void *prefix,
+                 size_t plen, const void *body, size_t blen)
+{
+    char path[1024];
+    FILE *f;
+
+    snprintf(path, sizeof(path), "%s/%s", root, target);
+    if (mkdir(path, 0777) != 0 && errno != EEXIST) {
+        perror(path);
+        failed = 1;
+        return;
+    }
+    snprintf(path, sizeof(path), "%s/%s/%s", root, target, name);
+    f = fopen(path, "wb");
+    if (f == NULL || fwrite(prefix, 1, plen, f) != plen ||
+        (blen > 0 && fwrite(body, 1, blen, f) != blen) || fclose(f) != 0) {
+        perror(path);
+        failed = 1;
+    }
+}
+
+/* A seed of one C string after the prefix. */
+static void seed_str(const char *target, const char *name, const void *prefix,
+                     size_t plen, const char *s)
+{
+    seed(target, name, prefix, plen, s, strlen(s));
+}
+
+/* Finishes w as a frame of type and hands back header + payload. */
+static uint8_t *finish(struct hvd_wbuf *w, uint8_t type, size_t *len)
+{
+    uint8_t *out = NULL;
+
+    if (hvd_wbuf_finish(w, type, &out, len) != 0) {
+        fprintf(stderr, "gen_corpus: cannot encode a frame\n");
+        exit(1);
+    }
+    return out;
+}
+
+/* A job of two ranks with a base and a per-rank environment. */
+static uint8_t *job_frame(size_t *len, int nranks, uint32_t dup)
+{
+    struct hvd_jobspec js;
+    uint8_t *out = NULL;
+
+    hvd_jobspec_init(&js);
+    js.cwd = strdup("/home/user/train");
+    hvd_strvec_push(&js.argv, "python3");
+    hvd_strvec_push(&js.argv, "train.py");
+    hvd_strvec_push(&js.env, "PATH=/usr/bin:/bin");
+    hvd_strvec_push(&js.env, "HOME=/home/user");
+    js.kill_grace_ms = 5000;
+    js.gpu_pinning = 1;
+    for (int i = 0; i < nranks; i++) {
+        struct hvd_jobrank *r =
+            hvd_jobspec_add_rank(&js, dup ? dup : (uint32_t)i, (uint32_t)i);
+        hvd_strvec_pushf(&r->env, "HOROVOD_RANK=%d", i);
+        hvd_strvec_pushf(&r->env, "HOROVOD_LOCAL_RANK=%d", i);
+    }
+    if (hvd_jobspec_encode(&js, &out, len) != 0) {
+        fprintf(stderr, "gen_corpus: cannot encode a job\n");
+        exit(1);
+    }
+    hvd_jobspec_close(&js);
+    return out;
+}
+
+static void frame_seeds(void)
+{
+    const uint8_t small[] = {0x00, 0x40, 0x12, 0x34};
+    const uint8_t real[] = {0x80, 0x00, 0xbe, 0xef};
+    const uint8_t tiny[] = {0x00, 0x10, 0x00, 0x01};
+    uint8_t two[2 * HVD_FRAME_HDR + 3];
+    uint8_t hdr[HVD_FRAME_HDR];
+    size_t len;
+
+    hvd_frame_header(two, 1, 3);
+    memcpy(two + HVD_FRAME_HDR, "abc", 3);
+    hvd_frame_header(two + HVD_FRAME_HDR + 3, 2, 0);
+    seed("frame", "two-frames", small, 4, two, sizeof(two));
+    uint8_t *job = job_frame(&len, 2, 0);
+    seed("frame", "job-real-limit", real, 4, job, len);
+    /* The job cut short: more bytes needed, no frame. */
+    seed("frame", "job-partial", real, 4, job, len - 5);
+    free(job);
+    hvd_frame_header(hdr, 6, 17);
+    seed("frame", "over-limit", tiny, 4, hdr, sizeof(hdr));
+    hvd_frame_header(hdr, 6, 0xffffffffu);
+    seed("frame", "huge-length", real, 4, hdr, sizeof(hdr));
+    hvd_frame_header(hdr, 6, 0);
+    hdr[0] = 'X';
+    seed("frame", "bad-magic", small, 4, hdr, sizeof(hdr));
+    hvd_frame_header(hdr, 6, 0);
+    hdr[2] = HVD_FRAME_VERSION + 1;
+    seed("frame", "bad-version", small, 4, hdr, sizeof(hdr));
+}
+
+static void proto_seeds(void)
+{
+    struct hvd_wbuf w;
+    uint8_t type;
+    uint8_t *f;
+    size_t len;
+
+#define PROTO_SEED(name)                                                       \
+    do {                                                                       \
+        type = f[3];                                                           \
+        seed("proto", name, &type, 1, f + HVD_FRAME_HDR, len - HVD_FRAME_HDR); \
+        free(f);                                                               \
+    } while (0)
+
+    f = job_frame(&len, 2, 0);
+    PROTO_SEED("job");
+    f = job_frame(&len, 1, 0);
+    PROTO_SEED("job-one-rank");
+    f = job_frame(&len, 3, 7);
+    PROTO_SEED("job-duplicate-ranks");
+    /* An empty argv and a count no payload could hold. */
+    hvd_wbuf_init(&w);
+    hvd_wbuf_str(&w, "");
+    hvd_wbuf_u32(&w, 0);
+    hvd_wbuf_u32(&w, 0xffffffffu);
+    f = finish(&w, HVD_MSG_JOB, &len);
+    PROTO_SEED("job-forged-count");
+
+    hvd_wbuf_init(&w);
+    hvd_wbuf_u32(&w, HVD_PROTO_VERSION);
+    hvd_wbuf_str(&w, "node-1");
+    hvd_wbuf_i32(&w, 8);
+    hvd_wbuf_i32(&w, 29500);
+    f = finish(&w, HVD_MSG_HELLO, &len);
+    PROTO_SEED("hello");
+    hvd_wbuf_init(&w);
+    hvd_wbuf_raw(&w, "some input\n", 11);
+    f = finish(&w, HVD_MSG_STDIN, &len);
+    PROTO_SEED("stdin");
+    hvd_wbuf_init(&w);
+    f = finish(&w, HVD_MSG_STDIN, &len);
+    PROTO_SEED("stdin-eof");
+    hvd_wbuf_init(&w);
+    hvd_wbuf_u32(&w, 15);
+    f = finish(&w, HVD_MSG_SIGNAL, &len);
+    PROTO_SEED("signal");
+    hvd_wbuf_init(&w);
+    hvd_wbuf_u8(&w, 1);
+    f = finish(&w, HVD_MSG_STOP, &len);
+    PROTO_SEED("stop");
+    hvd_wbuf_init(&w);
+    hvd_wbuf_u32(&w, 30000);
+    f = finish(&w, HVD_MSG_PING, &len);
+    PROTO_SEED("ping");
+    hvd_wbuf_init(&w);
+    hvd_wbuf_u32(&w, 3);
+    hvd_wbuf_u8(&w, HVD_STREAM_STDERR);
+    hvd_wbuf_u8(&w, 1);
+    hvd_wbuf_raw(&w, "epoch 1 loss 0.25", 17);
+    f = finish(&w, HVD_MSG_LINE, &len);
+    PROTO_SEED("line");
+    hvd_wbuf_init(&w);
+    hvd_wbuf_u32(&w, 1);
+    hvd_wbuf_u8(&w, HVD_EXIT_SIGNAL);
+    hvd_wbuf_i32(&w, 9);
+    f = finish(&w, HVD_MSG_EXIT, &len);
+    PROTO_SEED("exit");
+    hvd_wbuf_init(&w);
+    hvd_wbuf_u8(&w, HVD_NOTE_WARN);
+    hvd_wbuf_str(&w, "cannot pin GPU 3");
+    f = finish(&w, HVD_MSG_NOTE, &len);
+    PROTO_SEED("note");
+#undef PROTO_SEED
+}
+
+static void rdv_seeds(void)
+{
+    struct hvd_rdv_register reg = {.rank = 1,
+                                   .size = 4,
+                                   .host = "node-2",
+                                   .addr = "10.0.0.2",
+                                   .port = 40123};
+    struct hvd_rdv_peer peers[] = {
+        {"node-1", "10.0.0.1", 40001},
+        {"node-2", "10.0.0.2", 40002},
+    };
+    struct hvd_rdv_peers pt = {2, peers};
+    uint8_t *f;
+    size_t len;
+    /* Byte 0: 0 register, 1 peers, 2 note; 0x80 asks for a seal. */
+    const uint8_t raw_reg = 0, raw_peers = 1, note = 2;
+    const uint8_t seal_reg = 0x80, seal_peers = 0x81;
+
+    memset(reg.nonce, 0xa5, sizeof(reg.nonce));
+    if (hvd_rdv_register_encode(&reg, secret, sizeof(secret), nonce, &f,
+                                &len) != 0)
+        exit(1);
+    seed("rdvproto", "register", &raw_reg, 1, f + HVD_FRAME_HDR,
+         len - HVD_FRAME_HDR);
+    seed("rdvproto", "register-body", &seal_reg, 1, f + HVD_FRAME_HDR,
+         len - HVD_FRAME_HDR - HVD_MAC_LEN);
+    /* A body cut inside the nonce. */
+    seed("rdvproto", "register-short", &seal_reg, 1, f + HVD_FRAME_HDR, 20);
+    free(f);
+    reg.port = 0;
+    if (hvd_rdv_register_encode(&reg, secret, sizeof(secret), nonce, &f,
+                                &len) != 0)
+        exit(1);
+    seed("rdvproto", "register-port-0", &seal_reg, 1, f + HVD_FRAME_HDR,
+         len - HVD_FRAME_HDR - HVD_MAC_LEN);
+    free(f);
+
+    if (hvd_rdv_peers_encode(&pt, secret, sizeof(secret), nonce, &f, &len) != 0)
+        exit(1);
+    seed("rdvproto", "peers", &raw_peers, 1, f + HVD_FRAME_HDR,
+         len - HVD_FRAME_HDR);
+    seed("rdvproto", "peers-body", &seal_peers, 1, f + HVD_FRAME_HDR,
+         len - HVD_FRAME_HDR - HVD_MAC_LEN);
+    /* A peer count no body could hold. */
+    f[HVD_FRAME_HDR] = 0xff;
+    seed("rdvproto", "peers-forged-count", &seal_peers, 1, f + HVD_FRAME_HDR,
+         len - HVD_FRAME_HDR - HVD_MAC_LEN);
+    free(f);
+
+    if (hvd_rdv_note_encode(HVD_RDV_ABORT, 3, "rank 3 exited with code 1", &f,
+                            &len) != 0)
+        exit(1);
+    seed("rdvproto", "note", &note, 1, f + HVD_FRAME_HDR, len - HVD_FRAME_HDR);
+    free(f);
+}
+
+static void hostspec_seeds(void)
+{
+    /* Byte 0: 0 spec, 1 hostfile, 2 spec NUL hostfile, 3 hostfile NUL
+     * spec; byte 1: message buffer size, 0 for a roomy one. */
+    const uint8_t spec[] = {0, 0}, file[] = {1, 0}, both[] = {2, 0};
+    const uint8_t rboth[] = {3, 0}, tight[] = {0, 9};
+    const char mixed[] = "node-1 slots=2\n[fe80::1] slots=4\0node-1:2";
+
+    seed_str("hostspec", "spec-one", spec, 2, "localhost:4");
+    seed_str("hostspec", "spec-many", spec, 2,
+             "a:2,b,user@c:3,[fe80::1]:2,user@[::1]:1,10.0.0.1:65536");
+    seed_str("hostspec", "spec-ipv6-bare", spec, 2, "fe80::1");
+    seed_str("hostspec", "spec-duplicate", spec, 2, "a:1,b:2,a:3");
+    seed_str("hostspec", "spec-zero-slots", spec, 2, "a:0");
+    seed_str("hostspec", "spec-huge-slots", spec, 2, "a:99999999999999999999");
+    seed_str("hostspec", "spec-bad-brackets", spec, 2, "[a]b:1,@x,y@,[]:2");
+    seed_str("hostspec", "spec-tight-message", tight, 2, "a-long-host-name:0");
+    seed_str("hostspec", "hostfile", file, 2,
+             "# cluster\nnode-1 slots=4\r\n  node-2   slots=2 # gpu\n\n"
+             "user@node-3\n[fe80::1] slots=8\nfe80::2 slots=1");
+    seed_str("hostspec", "hostfile-bad", file, 2,
+             "node-1 slots=4\nnode-2 slots=x\nnode:1\n");
+    seed_str("hostspec", "hostfile-duplicate", file, 2,
+             "node-1\nnode-2 slots=2\nnode-1 slots=3\n");
+    seed_str("hostspec", "hostfile-empty", file, 2, "# nothing\n\n");
+    seed("hostspec", "spec-then-hostfile", both, 2, mixed, sizeof(mixed) - 1);
+    seed("hostspec", "hostfile-then-spec", rboth, 2, mixed, sizeof(mixed) - 1);
+}
+
+static void linesplit_seeds(void)
+{
+    /* Bytes 0-1: line limit (mod 1031; 0 is the default), 2-3: chunking. */
+    const uint8_t deflt[] = {0, 0, 0x55, 0xaa}, eight[] = {0, 8, 1, 2};
+
+    seed_str("linesplit", "lines", deflt, 4,
+             "epoch 1\nepoch 2\r\n\rprogress 10%\rprogress 20%\r\ndone");
+    seed_str("linesplit", "long-lines", eight, 4,
+             "0123456789abcdef\n01234567\n012345678\r\n\r\n\n\r\r");
+}
+
+int main(int argc, char **argv)
+{
+    if (argc != 2) {
+        fprintf(stderr, "usage: gen_corpus DIR\n");
+        return 2;
+    }
+    root = argv[1];
+    frame_seeds();
+    proto_seeds();
+    rdv_seeds();
+    hostspec_seeds();
+    linesplit_seeds();
+    return failed;
+}
