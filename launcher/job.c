@@ -276,7 +276,15 @@ static void handle_hello(struct hr_job *job, struct hr_agent *a,
 
     if (err == 0 && version != HVD_PROTO_VERSION)
         err = HVD_EPROTO;
-    if (err) {
+    if (err == 0 && (a->free_port < 1 || a->free_port > 65535 || a->gpus < 0)) {
+        /* The agent found no free port (or sent nonsense): not a version
+         * problem, but no job can start there. */
+        snprintf(a->failure, sizeof(a->failure),
+                 "hvd-agent reported port %d and %d GPUs; it could not find "
+                 "a free TCP port",
+                 a->free_port, a->gpus);
+        hr_link_kill(a, SIGTERM);
+    } else if (err) {
         snprintf(a->failure, sizeof(a->failure),
                  "hvd-agent speaks protocol %u, this horovodrun speaks %u; "
                  "install the same version on every host",
@@ -308,6 +316,7 @@ static int handle_frame(struct hr_job *job, struct hr_agent *a,
         size_t len;
         const uint8_t *text = hvd_rbuf_rest(&r, &len);
         if (r.err || term > 3 || rank >= (uint32_t)job->plan->size ||
+            (stream != HVD_STREAM_STDOUT && stream != HVD_STREAM_STDERR) ||
             job->plan->ranks[rank].host != a->host)
             return HVD_EPROTO;
         hr_output_line(&job->out, rank, stream, term, (const char *)text, len);
@@ -326,8 +335,10 @@ static int handle_frame(struct hr_job *job, struct hr_agent *a,
     case HVD_MSG_NOTE: {
         uint8_t level = hvd_rbuf_u8(&r);
         char *text = hvd_rbuf_strdup(&r);
-        if (text == NULL)
-            return r.err;
+        if (text == NULL || hvd_rbuf_done(&r) != 0) {
+            free(text);
+            return r.err ? r.err : HVD_EPROTO;
+        }
         if (level == HVD_NOTE_ERROR)
             hvd_log_error("host %s: %s", a->name, text);
         else if (level == HVD_NOTE_WARN)
