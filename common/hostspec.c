@@ -11,12 +11,12 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "errmsg.h"
 #include "hvd_err.h"
 
 /* Largest hostfile we read; anything bigger is not a list of machines. */
 #define HOSTFILE_MAX ((size_t)16 << 20)
 /* Longest piece of a bad hostfile line quoted back in a message. */
-#define QUOTE_MAX 80
 
 /* One host of the list, as the duplicate check sees it. */
 struct seen {
@@ -39,26 +39,6 @@ struct parser {
     char *err;
     size_t errlen;
 };
-
-static void __attribute__((format(printf, 3, 4)))
-seterr(char *err, size_t errlen, const char *fmt, ...)
-{
-    va_list ap;
-
-    if (err == NULL || errlen == 0)
-        return;
-    va_start(ap, fmt);
-    if (vsnprintf(err, errlen, fmt, ap) < 0)
-        err[0] = '\0';
-    va_end(ap);
-}
-
-/* Clears the message, or sets it and returns HVD_EINVAL on bad arguments. */
-static int start(char *err, size_t errlen, int args_ok)
-{
-    seterr(err, errlen, "%s", args_ok ? "" : "invalid argument");
-    return args_ok ? 0 : HVD_EINVAL;
-}
 
 /*
  * Returns arr (n elements of size bytes) with room for one more, or NULL.
@@ -226,24 +206,24 @@ static int parser_finish(struct parser *ps, int rc)
     }
     if (dup != NULL) {
         if (ps->fname == NULL)
-            seterr(ps->err, ps->errlen,
-                   "host '%s' appears more than once in -H; list each host "
-                   "once with all its slots",
-                   dup->name);
+            hvd_seterr(ps->err, ps->errlen,
+                       "host '%s' appears more than once in -H; list each host "
+                       "once with all its slots",
+                       dup->name);
         else if (first->line != 0)
-            seterr(ps->err, ps->errlen,
-                   "%s:%lu: host '%s' is listed again (first on line %lu)",
-                   ps->fname, dup->line, dup->name, first->line);
+            hvd_seterr(ps->err, ps->errlen,
+                       "%s:%lu: host '%s' is listed again (first on line %lu)",
+                       ps->fname, dup->line, dup->name, first->line);
         else
-            seterr(ps->err, ps->errlen,
-                   "%s:%lu: host '%s' is already in the host list", ps->fname,
-                   dup->line, dup->name);
+            hvd_seterr(ps->err, ps->errlen,
+                       "%s:%lu: host '%s' is already in the host list",
+                       ps->fname, dup->line, dup->name);
         while (hl->n > dup->pos)
             free(hl->hosts[--hl->n].name);
         rc = HVD_EDUP;
     }
     if (rc == HVD_ENOMEM)
-        seterr(ps->err, ps->errlen, "out of memory");
+        hvd_seterr(ps->err, ps->errlen, "out of memory");
     free(ps->seen);
     return rc;
 }
@@ -341,7 +321,7 @@ static int parse_token(struct parser *ps, const char *t, size_t len)
     int rc = HVD_EPARSE;
 
     if (len > INT_MAX) {
-        seterr(ps->err, ps->errlen, "-H entry is too long");
+        hvd_seterr(ps->err, ps->errlen, "-H entry is too long");
         return HVD_EPARSE;
     }
     if (lb != NULL) {
@@ -366,14 +346,16 @@ static int parse_token(struct parser *ps, const char *t, size_t len)
         name = NULL;
     /* Zero slots reads as a typo; only a huge count gets its own text. */
     if (rc == HVD_ERANGE && slots > 0)
-        seterr(ps->err, ps->errlen,
-               "-H entry '%.*s': %.*s slots is more than the maximum of %d",
-               (int)len, t, (int)(len - namelen - 1), colon + 1, HVD_MAX_SLOTS);
+        hvd_seterr(ps->err, ps->errlen,
+                   "-H entry '%.*s': %.*s slots is more than the maximum of %d",
+                   (int)len, t, (int)(len - namelen - 1), colon + 1,
+                   HVD_MAX_SLOTS);
     else if (rc == HVD_EPARSE || rc == HVD_ERANGE)
-        seterr(ps->err, ps->errlen,
-               "malformed -H entry '%.*s': expected host:slots with slots a "
-               "positive integer",
-               (int)len, t);
+        hvd_seterr(
+            ps->err, ps->errlen,
+            "malformed -H entry '%.*s': expected host:slots with slots a "
+            "positive integer",
+            (int)len, t);
     free(name);
     return rc;
 }
@@ -385,11 +367,11 @@ int hvd_hostlist_parse_spec(struct hvd_hostlist *hl, const char *spec,
     const char *comma;
     int rc;
 
-    rc = start(err, errlen, hl != NULL && spec != NULL);
+    rc = hvd_errmsg_start(err, errlen, hl != NULL && spec != NULL);
     if (rc < 0)
         return rc;
     if (spec[0] == '\0') {
-        seterr(err, errlen, "-H lists no hosts");
+        hvd_seterr(err, errlen, "-H lists no hosts");
         return HVD_EPARSE;
     }
     rc = parser_init(&ps, hl, NULL, err, errlen);
@@ -401,29 +383,6 @@ int hvd_hostlist_parse_spec(struct hvd_hostlist *hl, const char *spec,
         spec = comma + 1;
     }
     return parser_finish(&ps, rc);
-}
-
-/*
- * Copies at most QUOTE_MAX bytes of s into dst (QUOTE_MAX + 1 bytes) for
- * quoting in a message. Control bytes become '?', so a NUL or escape
- * sequence in a bad file cannot cut or garble the message, and the cut
- * never falls inside a UTF-8 sequence.
- */
-static void quote(char *dst, const char *s, size_t len)
-{
-    size_t i;
-
-    if (len > QUOTE_MAX) {
-        len = QUOTE_MAX;
-        while (len > 0 && ((unsigned char)s[len] & 0xc0) == 0x80)
-            len--;
-    }
-    for (i = 0; i < len; i++) {
-        unsigned char c = (unsigned char)s[i];
-
-        dst[i] = (c < 0x20 || c == 0x7f) ? '?' : (char)c;
-    }
-    dst[len] = '\0';
 }
 
 static int is_blank(char c)
@@ -448,7 +407,7 @@ static int parse_line(struct parser *ps, unsigned long no, const char *s,
     const char *word_end;
     const char *opt; /* "slots=N", if the line has more than a name */
     const char *colon;
-    char q[QUOTE_MAX + 1];
+    char q[HVD_QUOTE_MAX + 1];
     char *name = NULL;
     int slots = 1;
     int rc = 0;
@@ -482,17 +441,18 @@ static int parse_line(struct parser *ps, unsigned long no, const char *s,
     if (rc == 0)
         rc = make_name(s, (size_t)(word_end - s), &name);
     if (rc == HVD_EPARSE) {
-        quote(q, s, (size_t)(end - s));
-        seterr(ps->err, ps->errlen, "%s:%lu: expected 'host slots=N', got '%s'",
-               ps->fname, no, q);
+        hvd_quote(q, s, (size_t)(end - s));
+        hvd_seterr(ps->err, ps->errlen,
+                   "%s:%lu: expected 'host slots=N', got '%s'", ps->fname, no,
+                   q);
     } else if (rc == 0 && opt < end) {
         rc = parse_slots(opt + 6, (size_t)(end - opt - 6), &slots);
         if (rc < 0) {
-            quote(q, opt + 6, (size_t)(end - opt - 6));
-            seterr(ps->err, ps->errlen,
-                   "%s:%lu: slots must be a positive integer up to %d, got "
-                   "'%s'",
-                   ps->fname, no, HVD_MAX_SLOTS, q);
+            hvd_quote(q, opt + 6, (size_t)(end - opt - 6));
+            hvd_seterr(ps->err, ps->errlen,
+                       "%s:%lu: slots must be a positive integer up to %d, got "
+                       "'%s'",
+                       ps->fname, no, HVD_MAX_SLOTS, q);
         }
     }
     if (rc == 0)
@@ -513,7 +473,8 @@ int hvd_hostlist_parse_text(struct hvd_hostlist *hl, const char *text,
     size_t n;
     int rc;
 
-    rc = start(err, errlen, hl != NULL && (text != NULL || len == 0));
+    rc =
+        hvd_errmsg_start(err, errlen, hl != NULL && (text != NULL || len == 0));
     if (rc < 0)
         return rc;
     if (fname == NULL)
@@ -527,7 +488,7 @@ int hvd_hostlist_parse_text(struct hvd_hostlist *hl, const char *text,
         len -= n;
     }
     if (rc == 0 && hl->n == ps.before) {
-        seterr(err, errlen, "%s: the hostfile lists no hosts", fname);
+        hvd_seterr(err, errlen, "%s: the hostfile lists no hosts", fname);
         rc = HVD_EPARSE;
     }
     return parser_finish(&ps, rc);
@@ -548,7 +509,7 @@ int hvd_hostlist_parse_file(struct hvd_hostlist *hl, const char *path,
     int fd;
     int rc;
 
-    rc = start(err, errlen, hl != NULL && path != NULL);
+    rc = hvd_errmsg_start(err, errlen, hl != NULL && path != NULL);
     if (rc < 0)
         return rc;
     fd = open(path, O_RDONLY | O_CLOEXEC);
@@ -560,14 +521,14 @@ int hvd_hostlist_parse_file(struct hvd_hostlist *hl, const char *path,
         len += got > 0 ? (size_t)got : 0;
     }
     if (fd < 0 || got < 0) {
-        seterr(err, errlen, "cannot read hostfile '%s': %s", path,
-               strerror(errno));
+        hvd_seterr(err, errlen, "cannot read hostfile '%s': %s", path,
+                   strerror(errno));
         rc = HVD_EIO;
     } else if (buf == NULL) {
-        seterr(err, errlen, "out of memory");
+        hvd_seterr(err, errlen, "out of memory");
         rc = HVD_ENOMEM;
     } else if (len > HOSTFILE_MAX) {
-        seterr(err, errlen, "%s: hostfile larger than 16 MiB", path);
+        hvd_seterr(err, errlen, "%s: hostfile larger than 16 MiB", path);
         rc = HVD_ERANGE;
     } else {
         rc = hvd_hostlist_parse_text(hl, buf, len, path, err, errlen);

@@ -7,10 +7,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "errmsg.h"
 #include "hvd_err.h"
 
 /* Longest piece of the input quoted back in a message. */
-#define QUOTE_MAX 80
 /* Numbers in brackets stop here; node numbers are never this large. */
 #define NUM_MAX 999999999999999999ULL
 
@@ -50,49 +50,6 @@ struct expander {
     size_t gcap;
     size_t made; /* names produced by earlier entries */
 };
-
-static void __attribute__((format(printf, 3, 4)))
-seterr(char *err, size_t errlen, const char *fmt, ...)
-{
-    va_list ap;
-
-    if (err == NULL || errlen == 0)
-        return;
-    va_start(ap, fmt);
-    if (vsnprintf(err, errlen, fmt, ap) < 0)
-        err[0] = '\0';
-    va_end(ap);
-}
-
-/* Clears the message, or sets it and returns HVD_EINVAL on bad arguments. */
-static int start(char *err, size_t errlen, int args_ok)
-{
-    seterr(err, errlen, "%s", args_ok ? "" : "invalid argument");
-    return args_ok ? 0 : HVD_EINVAL;
-}
-
-/*
- * Copies at most QUOTE_MAX bytes of s into dst (QUOTE_MAX + 1 bytes) for
- * quoting in a message. Control bytes become '?', so that a stray newline
- * or escape sequence cannot break the one-line message, and the cut never
- * falls inside a UTF-8 sequence.
- */
-static void quote(char *dst, const char *s, size_t len)
-{
-    size_t i;
-
-    if (len > QUOTE_MAX) {
-        len = QUOTE_MAX;
-        while (len > 0 && ((unsigned char)s[len] & 0xc0) == 0x80)
-            len--;
-    }
-    for (i = 0; i < len; i++) {
-        unsigned char c = (unsigned char)s[i];
-
-        dst[i] = (c < 0x20 || c == 0x7f) ? '?' : (char)c;
-    }
-    dst[len] = '\0';
-}
 
 /*
  * Returns arr (n elements used, *cap allocated, each size bytes) with room
@@ -137,13 +94,13 @@ static void bad_byte_err(char *err, size_t errlen, const char *what,
                          const char *base, const char *p, const char *s,
                          size_t len)
 {
-    char q[QUOTE_MAX + 1];
+    char q[HVD_QUOTE_MAX + 1];
     int ws = *p == ' ' || (*p >= '\t' && *p <= '\r');
 
-    quote(q, s, len);
-    seterr(err, errlen, "%s: %s at offset %zu in '%s'%s", what,
-           ws ? "whitespace" : "control character", (size_t)(p - base), q,
-           ws ? "; separate entries with commas only" : "");
+    hvd_quote(q, s, len);
+    hvd_seterr(err, errlen, "%s: %s at offset %zu in '%s'%s", what,
+               ws ? "whitespace" : "control character", (size_t)(p - base), q,
+               ws ? "; separate entries with commas only" : "");
 }
 
 /*
@@ -180,7 +137,7 @@ static int digits(unsigned long long v)
 static void __attribute__((format(printf, 3, 4)))
 entry_err(struct expander *ex, const char *p, const char *fmt, ...)
 {
-    char q[QUOTE_MAX + 1];
+    char q[HVD_QUOTE_MAX + 1];
     char what[256];
     va_list ap;
 
@@ -188,9 +145,9 @@ entry_err(struct expander *ex, const char *p, const char *fmt, ...)
     if (vsnprintf(what, sizeof(what), fmt, ap) < 0)
         what[0] = '\0';
     va_end(ap);
-    quote(q, ex->entry, ex->entry_len);
-    seterr(ex->err, ex->errlen, "Slurm node list: %s at offset %zu in '%s'",
-           what, (size_t)(p - ex->list), q);
+    hvd_quote(q, ex->entry, ex->entry_len);
+    hvd_seterr(ex->err, ex->errlen, "Slurm node list: %s at offset %zu in '%s'",
+               what, (size_t)(p - ex->list), q);
 }
 
 /*
@@ -199,14 +156,14 @@ entry_err(struct expander *ex, const char *p, const char *fmt, ...)
  */
 static int parse_range(struct expander *ex, const char *s, size_t len)
 {
-    char q[QUOTE_MAX + 1];
+    char q[HVD_QUOTE_MAX + 1];
     struct range *ranges;
     struct range r;
     unsigned long long hi;
     size_t nlo;
     int ok;
 
-    quote(q, s, len);
+    hvd_quote(q, s, len);
     if (len == 0) {
         entry_err(ex, s, "empty range");
         return HVD_EPARSE;
@@ -438,9 +395,9 @@ static int parse_entry(struct expander *ex, struct hvd_strvec *out,
     ex->nranges = 0;
     ex->ngroups = 0;
     if (p == end) {
-        seterr(ex->err, ex->errlen,
-               "Slurm node list: empty entry at offset %zu",
-               (size_t)(p - ex->list));
+        hvd_seterr(ex->err, ex->errlen,
+                   "Slurm node list: empty entry at offset %zu",
+                   (size_t)(p - ex->list));
         return HVD_EPARSE;
     }
     while (rc == 0 && p < end) {
@@ -493,11 +450,11 @@ int hvd_slurm_expand(struct hvd_strvec *out, const char *nodelist, char *err,
     size_t before;
     int rc;
 
-    rc = start(err, errlen, out != NULL && nodelist != NULL);
+    rc = hvd_errmsg_start(err, errlen, out != NULL && nodelist != NULL);
     if (rc < 0)
         return rc;
     if (*p == '\0') {
-        seterr(err, errlen, "Slurm node list is empty");
+        hvd_seterr(err, errlen, "Slurm node list is empty");
         return HVD_EPARSE;
     }
     before = out->n;
@@ -508,7 +465,7 @@ int hvd_slurm_expand(struct hvd_strvec *out, const char *nodelist, char *err,
         p++; /* past the ',' */
     }
     if (rc == HVD_ENOMEM)
-        seterr(err, errlen, "out of memory");
+        hvd_seterr(err, errlen, "out of memory");
     if (rc < 0)
         truncate_vec(out, before);
     free(ex.ranges);
@@ -537,7 +494,7 @@ static void __attribute__((format(printf, 6, 7)))
 tasks_err(char *err, size_t errlen, const char *list, const char *s, size_t len,
           const char *fmt, ...)
 {
-    char q[QUOTE_MAX + 1];
+    char q[HVD_QUOTE_MAX + 1];
     char what[256];
     va_list ap;
 
@@ -545,9 +502,9 @@ tasks_err(char *err, size_t errlen, const char *list, const char *s, size_t len,
     if (vsnprintf(what, sizeof(what), fmt, ap) < 0)
         what[0] = '\0';
     va_end(ap);
-    quote(q, s, len);
-    seterr(err, errlen, "Slurm tasks per node: %s in '%s' at offset %zu", what,
-           q, (size_t)(s - list));
+    hvd_quote(q, s, len);
+    hvd_seterr(err, errlen, "Slurm tasks per node: %s in '%s' at offset %zu",
+               what, q, (size_t)(s - list));
 }
 
 /*
@@ -579,8 +536,9 @@ static int parse_tasks_entry(const char *list, const char *s, size_t len,
             n = 0;
     }
     if (len == 0) {
-        seterr(err, errlen, "Slurm tasks per node: empty entry at offset %zu",
-               (size_t)(s - list));
+        hvd_seterr(err, errlen,
+                   "Slurm tasks per node: empty entry at offset %zu",
+                   (size_t)(s - list));
         return HVD_EPARSE;
     }
     if (n == 0) {
@@ -628,11 +586,11 @@ int hvd_slurm_tasks_parse(struct hvd_slurm_tasks *t, const char *tasks,
     int count;
     int rc;
 
-    rc = start(err, errlen, t != NULL && tasks != NULL && t->n == 0);
+    rc = hvd_errmsg_start(err, errlen, t != NULL && tasks != NULL && t->n == 0);
     if (rc < 0)
         return rc;
     if (*p == '\0') {
-        seterr(err, errlen, "Slurm tasks per node is empty");
+        hvd_seterr(err, errlen, "Slurm tasks per node is empty");
         return HVD_EPARSE;
     }
     for (;;) {
@@ -652,7 +610,7 @@ int hvd_slurm_tasks_parse(struct hvd_slurm_tasks *t, const char *tasks,
         p = comma + 1;
     }
     if (rc == HVD_ENOMEM)
-        seterr(err, errlen, "out of memory");
+        hvd_seterr(err, errlen, "out of memory");
     if (rc < 0)
         hvd_slurm_tasks_close(t);
     return rc;
@@ -669,20 +627,22 @@ static void truncate_hosts(struct hvd_hostlist *hl, size_t n)
 static void dup_err(const struct hvd_hostlist *hl, size_t before,
                     const char *name, char *err, size_t errlen)
 {
-    char q[QUOTE_MAX + 1];
+    char q[HVD_QUOTE_MAX + 1];
     size_t i;
 
-    quote(q, name, strlen(name));
+    hvd_quote(q, name, strlen(name));
     for (i = 0; i < before; i++) {
         if (strcmp(hl->hosts[i].name, name) == 0) {
-            seterr(err, errlen,
-                   "host '%s' of the Slurm node list is already in the host "
-                   "list",
-                   q);
+            hvd_seterr(
+                err, errlen,
+                "host '%s' of the Slurm node list is already in the host "
+                "list",
+                q);
             return;
         }
     }
-    seterr(err, errlen, "Slurm node list names host '%s' more than once", q);
+    hvd_seterr(err, errlen, "Slurm node list names host '%s' more than once",
+               q);
 }
 
 int hvd_slurm_hostlist(struct hvd_hostlist *hl, const char *nodelist,
@@ -690,14 +650,14 @@ int hvd_slurm_hostlist(struct hvd_hostlist *hl, const char *nodelist,
 {
     struct hvd_slurm_tasks t;
     struct hvd_strvec names;
-    char q[QUOTE_MAX + 1];
+    char q[HVD_QUOTE_MAX + 1];
     size_t before = 0;
     size_t i;
     int rc;
 
     hvd_strvec_init(&names);
     hvd_slurm_tasks_init(&t);
-    rc = start(err, errlen, hl != NULL && nodelist != NULL);
+    rc = hvd_errmsg_start(err, errlen, hl != NULL && nodelist != NULL);
     if (rc < 0)
         goto out;
     before = hl->n;
@@ -707,11 +667,11 @@ int hvd_slurm_hostlist(struct hvd_hostlist *hl, const char *nodelist,
     if (rc < 0)
         goto out;
     if (tasks_per_node != NULL && t.n != names.n) {
-        quote(q, tasks_per_node, strlen(tasks_per_node));
-        seterr(err, errlen,
-               "Slurm tasks per node '%s' covers %zu node%s, but the node "
-               "list names %zu",
-               q, t.n, t.n == 1 ? "" : "s", names.n);
+        hvd_quote(q, tasks_per_node, strlen(tasks_per_node));
+        hvd_seterr(err, errlen,
+                   "Slurm tasks per node '%s' covers %zu node%s, but the node "
+                   "list names %zu",
+                   q, t.n, t.n == 1 ? "" : "s", names.n);
         rc = HVD_EPARSE;
         goto out;
     }
@@ -720,7 +680,7 @@ int hvd_slurm_hostlist(struct hvd_hostlist *hl, const char *nodelist,
     if (rc == HVD_EDUP)
         dup_err(hl, before, names.v[i - 1], err, errlen);
     else if (rc == HVD_ENOMEM)
-        seterr(err, errlen, "out of memory");
+        hvd_seterr(err, errlen, "out of memory");
     if (rc < 0)
         truncate_hosts(hl, before);
 out:

@@ -46,7 +46,7 @@ sources() {
     rdvproto)
         echo common/rdvproto.c common/auth.c common/wire.c common/frame.c
         ;;
-    hostspec) echo common/hostspec.c ;;
+    hostspec) echo common/hostspec.c common/errmsg.c ;;
     linesplit) echo common/linesplit.c ;;
     gen_corpus)
         echo common/proto.c common/rdvproto.c common/auth.c common/wire.c \

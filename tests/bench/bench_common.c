@@ -69,8 +69,7 @@ static void usage(FILE *f, const char *prog)
             prog);
 }
 
-/* A byte count with an optional K, M or G (binary) suffix. */
-static int parse_bytes(const char *s, size_t *out)
+int bench_parse_bytes(const char *s, size_t *out)
 {
     char *end;
     errno = 0;
@@ -162,13 +161,13 @@ static int parse_opts(int argc, char **argv, const char *prog, int rank,
         int bad = 0;
         switch (c) {
         case 'b':
-            bad = parse_bytes(optarg, &o->minbytes);
+            bad = bench_parse_bytes(optarg, &o->minbytes);
             break;
         case 'e':
-            bad = parse_bytes(optarg, &o->maxbytes);
+            bad = bench_parse_bytes(optarg, &o->maxbytes);
             break;
         case 'R':
-            bad = parse_bytes(optarg, &o->rotate);
+            bad = bench_parse_bytes(optarg, &o->rotate);
             break;
         case 'f': {
             char *end;

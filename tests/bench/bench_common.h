@@ -85,4 +85,8 @@ struct bench_backend {
 /* Parses the options, runs the sizes and prints the table on rank 0. */
 int bench_main(int argc, char **argv, const struct bench_backend *be);
 
+/* A byte count with an optional K, M or G (binary) suffix: 0, or -1 when
+ * s is not one. */
+int bench_parse_bytes(const char *s, size_t *out);
+
 #endif

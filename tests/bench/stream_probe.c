@@ -2,6 +2,7 @@
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
 #endif
+#include "bench_common.h"
 #include <errno.h>
 #include <pthread.h>
 #include <signal.h>
@@ -223,40 +224,6 @@ out:
     return status;
 }
 
-/* A byte count with an optional K, M or G (binary) suffix. */
-static int parse_bytes(const char *s, size_t *out)
-{
-    char *end;
-    errno = 0;
-    unsigned long long v = strtoull(s, &end, 10);
-    if (errno || end == s || s[0] == '-')
-        return -1;
-    unsigned shift = 0;
-    switch (*end) {
-    case 'k':
-    case 'K':
-        shift = 10;
-        end++;
-        break;
-    case 'm':
-    case 'M':
-        shift = 20;
-        end++;
-        break;
-    case 'g':
-    case 'G':
-        shift = 30;
-        end++;
-        break;
-    }
-    if (*end == 'B' || *end == 'b')
-        end++;
-    if (*end != '\0' || v > (SIZE_MAX >> shift))
-        return -1;
-    *out = (size_t)v << shift;
-    return 0;
-}
-
 /* "1,2,4" into counts[]; returns how many, or -1. */
 static int parse_list(const char *s, int *counts, int max)
 {
@@ -308,7 +275,7 @@ int main(int argc, char **argv)
     while ((c = getopt(argc, argv, "s:r:n:h")) != -1) {
         switch (c) {
         case 's':
-            if (parse_bytes(optarg, &bytes) != 0 || bytes < ALIGN) {
+            if (bench_parse_bytes(optarg, &bytes) != 0 || bytes < ALIGN) {
                 fprintf(stderr, "stream_probe: bad size '%s'\n", optarg);
                 return 2;
             }
