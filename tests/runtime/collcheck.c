@@ -236,9 +236,11 @@ static int die_test(int victim, int sig)
             rc = hvd_allreduce(buf, buf, 1, HVD_FLOAT32, HVD_SUM, "later");
             printf("collcheck: rank %d: later call: %s\n", rank,
                    rc ? hvd_err_name(rc) : "succeeded");
+            free(buf);
             return 3;
         }
     }
+    free(buf);
     return 0;
 }
 
