@@ -2,12 +2,14 @@
 # Installs the Debian 12 packages the build and the tests need, if missing.
 set -eu
 
+# Open MPI: libhvd's MPI backend and its tests (and the benchmarks' peer).
 PKGS="gcc meson ninja-build pkg-config libuv1-dev libssh2-1-dev libssl-dev
-libcriterion-dev python3 procps clang-format openssh-server openssh-client"
+libcriterion-dev python3 procps clang-format openssh-server openssh-client
+openmpi-bin libopenmpi-dev"
 for opt in "$@"; do
     case "$opt" in
-    # Extra packages for the benchmarks (Open MPI is the yardstick).
-    --bench) PKGS="$PKGS openmpi-bin libopenmpi-dev" ;;
+    # The benchmarks need nothing more now (kept for old commands).
+    --bench) ;;
     # For scripts/fuzz.sh: clang, its libFuzzer, ASan and UBSan runtimes
     # (libclang-rt-14-dev, only recommended by clang-14), and
     # llvm-symbolizer (llvm-14) for readable stack traces in reports.

@@ -9,6 +9,7 @@
 #include "common/hvd_err.h"
 #include "ctx.h"
 #include "gpu.h"
+#include "mpi_backend.h"
 
 static struct hvd_ctx *g_ctx;
 static pthread_mutex_t g_init_mu = PTHREAD_MUTEX_INITIALIZER;
@@ -34,6 +35,7 @@ static void ctx_free(struct hvd_ctx *c)
     hvd__ring_close(&c->ring);
     hvd__ring_close(&c->xring);
     hvd__shm_close(&c->shm);
+    hvd__mpi_close(c);
     hvd__topo_close(&c->topo);
     if (c->rdv_fd >= 0)
         close(c->rdv_fd);
@@ -62,12 +64,19 @@ HVD_EXPORT int hvd_init(void)
     c->rdv_fd = c->wake_fd = c->tl.fd = -1;
     hvd__ring_init(&c->ring, 0, 1);
     hvd__ring_init(&c->xring, 0, 1);
-    if (getenv(HVD_ENV_RANK) == NULL) {
-        /* Not started by horovodrun: a job of one, as in Horovod. */
+    int kind = hvd__join_kind(err, sizeof(err));
+    if (kind == HVD_JOIN_ALONE) {
+        /* Started by nobody: a job of one, as in Horovod. */
         c->standalone = 1;
         c->size = c->local_size = c->cross_size = 1;
-    } else if ((rc = hvd__join(c, err, sizeof(err))) != 0 ||
-               (rc = hvd__engine_start(c)) != 0) {
+    } else {
+        rc = kind < 0               ? kind
+             : kind == HVD_JOIN_MPI ? hvd__mpi_join(c, err, sizeof(err))
+                                    : hvd__join(c, err, sizeof(err));
+        if (rc == 0)
+            rc = hvd__engine_start(c);
+    }
+    if (rc != 0) {
         char msg[HVD_ERRMSG + 64];
         snprintf(msg, sizeof(msg), "hvd_init on rank %d: %s", c->rank,
                  err[0] ? err

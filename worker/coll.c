@@ -1,5 +1,5 @@
 /* Collectives on the transport chosen at start-up: the TCP ring, shared
- * memory on one host, or hierarchical across hosts. */
+ * memory on one host, hierarchical across hosts, or MPI. */
 #include "coll.h"
 
 #include <errno.h>
@@ -11,6 +11,7 @@
 #include "common/envc.h"
 #include "common/hvd_err.h"
 #include "ctx.h"
+#include "mpi_backend.h"
 #include "reduce.h"
 #include "shm_coll.h"
 
@@ -114,6 +115,10 @@ int hvd__coll_reduce_segs(struct hvd_ctx *c, const void *sendbuf, void *recvbuf,
                           const size_t *bounds, char *err, size_t errlen)
 {
     switch (c->mode) {
+    case HVD_COLL_MPI:
+        /* MPI picks its own segments: the bounds cannot steer it. */
+        return hvd__mpi_allreduce(c, sendbuf, recvbuf, count, dt, op, err,
+                                  errlen);
     case HVD_COLL_SHM:
         return hvd__shm_reduce(&c->shm, sendbuf, recvbuf, count, dt, op, bounds,
                                c->size, -1, err, errlen);
@@ -130,6 +135,9 @@ int hvd__coll_gather_reduce(struct hvd_ctx *c, const void *sendbuf,
                             hvd_op op, char *err, size_t errlen)
 {
     switch (c->mode) {
+    case HVD_COLL_MPI:
+        return hvd__mpi_allreduce(c, sendbuf, recvbuf, count, dt, op, err,
+                                  errlen);
     case HVD_COLL_SHM:
         return hvd__shm_reduce(&c->shm, sendbuf, recvbuf, count, dt, op, NULL,
                                c->size, -1, err, errlen);
@@ -145,6 +153,9 @@ int hvd__coll_allreduce(struct hvd_ctx *c, const void *sendbuf, void *recvbuf,
                         size_t count, hvd_dtype dt, hvd_op op, char *err,
                         size_t errlen)
 {
+    if (c->mode == HVD_COLL_MPI)
+        return hvd__mpi_allreduce(c, sendbuf, recvbuf, count, dt, op, err,
+                                  errlen);
     if (c->mode == HVD_COLL_RING || c->size == 1 || hvd_dtype_size(dt) == 0 ||
         (int)op < HVD_SUM || op > HVD_PRODUCT)
         return hvd__ring_allreduce(&c->ring, sendbuf, recvbuf, count, dt, op,
@@ -171,6 +182,8 @@ int hvd__coll_broadcast(struct hvd_ctx *c, void *buf, size_t bytes, int root,
 {
     if (c->mode == HVD_COLL_RING || root < 0 || root >= c->size)
         return hvd__ring_broadcast(&c->ring, buf, bytes, root, err, errlen);
+    if (c->mode == HVD_COLL_MPI)
+        return hvd__mpi_broadcast(c, buf, bytes, root, err, errlen);
     if (c->mode == HVD_COLL_SHM)
         return hvd__shm_bcast(&c->shm, buf, bytes, root, err, errlen);
     /* Within root's host, across the leaders, within the other hosts. */
@@ -236,6 +249,8 @@ int hvd__coll_allgatherv(struct hvd_ctx *c, const void *sendbuf, void *recvbuf,
                          const size_t *bytes, char *err, size_t errlen)
 {
     switch (c->mode) {
+    case HVD_COLL_MPI:
+        return hvd__mpi_allgatherv(c, sendbuf, recvbuf, bytes, err, errlen);
     case HVD_COLL_SHM:
         return hvd__shm_allgatherv(&c->shm, sendbuf, recvbuf, bytes, err,
                                    errlen);
@@ -254,8 +269,10 @@ void hvd__coll_log(const struct hvd_ctx *c)
     char what[160];
     if (lv == NULL || (strcmp(lv, "debug") != 0 && strcmp(lv, "trace") != 0))
         return;
-    int n = c->size > 1 ? t->count[t->host] : 1;
-    if (c->size == 1)
+    int n = c->size > 1 && c->mode != HVD_COLL_MPI ? t->count[t->host] : 1;
+    if (c->mode == HVD_COLL_MPI)
+        hvd__mpi_describe(c->mpi, what, sizeof(what));
+    else if (c->size == 1)
         snprintf(what, sizeof(what), "none (a job of one)");
     else if (c->mode == HVD_COLL_SHM)
         snprintf(what, sizeof(what), "shared memory (%d ranks on host %s)", n,
@@ -296,6 +313,20 @@ int hvd__coll_peer_started(struct hvd_ctx *c)
 {
     if (c->failed)
         return 0;
+    if (c->mode == HVD_COLL_MPI)
+        return hvd__mpi_peer_started(c->mpi);
     return readable(c->ring.prev_fd) || readable(c->xring.prev_fd) ||
            (c->shm.n > 0 && hvd__shm_peer_ahead(&c->shm));
+}
+
+void hvd__coll_cycle_start(struct hvd_ctx *c)
+{
+    if (c->mode == HVD_COLL_MPI)
+        hvd__mpi_cycle_start(c->mpi);
+}
+
+int64_t hvd__coll_idle_us(struct hvd_ctx *c)
+{
+    return c->mode == HVD_COLL_MPI && !c->failed ? hvd__mpi_idle_us(c->mpi)
+                                                 : -1;
 }

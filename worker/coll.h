@@ -1,6 +1,7 @@
 /* The transport each collective takes: the TCP ring, shared memory when
- * every rank is on one host, or hierarchical (shared memory within each
- * host and a TCP ring of one leader per host across hosts). */
+ * every rank is on one host, hierarchical (shared memory within each
+ * host and a TCP ring of one leader per host across hosts), or MPI when
+ * mpirun started the ranks. */
 #ifndef HVD_COLL_H
 #define HVD_COLL_H
 
@@ -9,7 +10,12 @@
 
 #include "include/hvd.h"
 
-enum hvd_coll_mode { HVD_COLL_RING, HVD_COLL_SHM, HVD_COLL_HIER };
+enum hvd_coll_mode {
+    HVD_COLL_RING,
+    HVD_COLL_SHM,
+    HVD_COLL_HIER,
+    HVD_COLL_MPI /* chosen by hvd__mpi_join, never by hvd__coll_choose */
+};
 
 /* Which ranks share a host, from the peer table's host names. */
 struct hvd_topo {
@@ -55,5 +61,11 @@ void hvd__coll_log(const struct hvd_ctx *c);
 void hvd__coll_reset_abort(struct hvd_ctx *c);
 /* Whether another rank has started a collective this rank must join. */
 int hvd__coll_peer_started(struct hvd_ctx *c);
+/* A negotiation cycle starts (MPI: calls the other ranks into it). */
+void hvd__coll_cycle_start(struct hvd_ctx *c);
+/* How long the idle background thread may sleep before it must look for
+ * another rank's start again, in microseconds; -1: as long as it likes,
+ * since a start shows on a file descriptor it polls. */
+int64_t hvd__coll_idle_us(struct hvd_ctx *c);
 
 #endif

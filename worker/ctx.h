@@ -83,6 +83,7 @@ struct hvd_ctx {
     struct hvd_topo topo;
     struct hvd_shm shm;    /* this host's ranks (HVD_COLL_SHM and _HIER) */
     struct hvd_ring xring; /* one leader per host (HVD_COLL_HIER) */
+    struct hvd_mpi *mpi;   /* MPI's handles (HVD_COLL_MPI) */
 
     pthread_t thread;
     int thread_started;
@@ -122,6 +123,15 @@ struct hvd_ctx {
     char fail_msg[HVD_ERRMSG];
 };
 
+/* Who started this process, which decides how hvd_init joins the job. */
+enum hvd_join_kind {
+    HVD_JOIN_ALONE,      /* nobody: a job of one */
+    HVD_JOIN_HOROVODRUN, /* the env contract and the rendezvous server */
+    HVD_JOIN_MPI         /* mpirun, or HOROVOD_CONTROLLER=mpi */
+};
+/* The kind from the environment, or a negative code (with err filled)
+ * when it asks for MPI and this build has none. */
+int hvd__join_kind(char *err, size_t errlen);
 /* Meets the other ranks (env, rendezvous, ring sockets). */
 int hvd__join(struct hvd_ctx *c, char *err, size_t errlen);
 /* Starts the background thread. */

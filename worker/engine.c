@@ -7,6 +7,7 @@
 #include <string.h>
 #include <sys/eventfd.h>
 #include <sys/socket.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "common/envc.h"
@@ -275,6 +276,7 @@ static void cycle(struct hvd_ctx *c)
 
     c->last_cycle_us = hvd__now_us();
     hvd__coll_reset_abort(c);
+    hvd__coll_cycle_start(c);
     hvd__timeline_cycle(&c->tl, c->last_cycle_us);
     if (mine == NULL || lens == NULL)
         goto out;
@@ -365,6 +367,7 @@ static int heartbeat_due(const struct hvd_ctx *c, int64_t now)
 static void *thread_main(void *arg)
 {
     struct hvd_ctx *c = arg;
+    int timed_out = 0; /* the last sleep ended by its timeout */
     for (;;) {
         struct hvd_request *stop = take_submitted(c);
         if (stop) {
@@ -390,11 +393,14 @@ static void *thread_main(void *arg)
             (!c->failed && hvd__coll_peer_started(c)) ||
             heartbeat_due(c, now)) {
             cycle(c);
+            timed_out = 0;
             continue;
         }
         /* Nothing to do yet: spin a little, then sleep until new work, a
-         * peer's cycle, a failure, or our own next cycle is due. */
-        int64_t until = now + c->spin_us;
+         * peer's cycle, a failure, or our own next cycle is due. After a
+         * sleep that nothing ended (under MPI, a look for bells) there is
+         * no burst of activity to catch: sleep again at once. */
+        int64_t until = now + (timed_out ? 0 : c->spin_us);
         while (c->spin_us > 0 && atomic_load(&c->pending) == 0 &&
                !(c->nfresh > 0 && hvd__now_us() >= due) &&
                !hvd__coll_peer_started(c) && hvd__now_us() < until)
@@ -410,25 +416,30 @@ static void *thread_main(void *arg)
                 hvd__shm_set_sleeping(&c->shm, 0);
             continue;
         }
-        int timeout = -1;
+        int64_t timeout = -1; /* microseconds */
         if (c->nfresh > 0)
-            timeout = due > now ? (int)((due - now + 999) / 1000) : 0;
+            timeout = due > now ? due - now : 0;
         /* Rank 0 looks for stalls every second while names wait; every
          * rank wakes for its heartbeat. */
         if (c->rank == 0 && !c->stall_off && c->neg.used > 0 &&
-            (timeout < 0 || timeout > 1000))
-            timeout = 1000;
+            (timeout < 0 || timeout > 1000000))
+            timeout = 1000000;
         if (c->neg.used > 0 && !c->failed) {
-            int64_t beat = (c->last_cycle_us +
-                            (int64_t)c->peer_timeout_s * 1000000 - now + 999) /
-                           1000;
+            int64_t beat =
+                c->last_cycle_us + (int64_t)c->peer_timeout_s * 1000000 - now;
             if (beat < 0)
                 beat = 0;
             if (timeout < 0 || timeout > beat)
-                timeout = (int)beat;
+                timeout = beat;
         }
         /* Another rank starting a collective shows on a ring socket or,
-         * in shared memory, as a wake-up on our eventfd. */
+         * in shared memory, as a wake-up on our eventfd; under MPI nothing
+         * shows, and the thread wakes now and then to look. */
+        int64_t idle = hvd__coll_idle_us(c);
+        if (idle >= 0 && (timeout < 0 || timeout > idle))
+            timeout = idle;
+        struct timespec ts = {(time_t)(timeout / 1000000),
+                              (long)(timeout % 1000000) * 1000};
         struct pollfd p[5] = {
             {.fd = c->wake_fd, .events = POLLIN},
             {.fd = c->rdv_fd, .events = POLLIN},
@@ -436,7 +447,8 @@ static void *thread_main(void *arg)
             {.fd = c->failed ? -1 : c->xring.prev_fd, .events = POLLIN},
             {.fd = c->shm.n > 0 ? c->shm.efd[c->shm.me] : -1,
              .events = POLLIN}};
-        int n = poll(p, 5, timeout);
+        int n = ppoll(p, 5, timeout < 0 ? NULL : &ts, NULL);
+        timed_out = n == 0;
         atomic_store(&c->sleeping, 0);
         if (c->shm.n > 0) {
             hvd__shm_set_sleeping(&c->shm, 0);

@@ -13,11 +13,49 @@
 #include "common/rdvproto.h"
 #include "common/secret.h"
 #include "ctx.h"
+#include "hvd_build.h"
+#include "mpi_backend.h"
 #include "sock.h"
 
 /* Hellos on the ring of all ranks and on the ring of host leaders. */
 #define PEER_MAGIC 0x48564450u  /* "HVDP" */
 #define CROSS_MAGIC 0x48564458u /* "HVDX" */
+
+/*
+ * horovodrun's contract wins over mpirun's variables, which a rank may
+ * inherit when horovodrun itself runs under mpirun; HOROVOD_CONTROLLER=mpi
+ * wins over both (hvd__mpi_join checks that MPI then sees the job
+ * horovodrun started, if any).
+ */
+int hvd__join_kind(char *err, size_t errlen)
+{
+    const char *ctl = getenv(HVD_ENV_CONTROLLER);
+    const char *osize = getenv(HVD_ENV_OMPI_SIZE);
+    int forced = ctl != NULL && strcmp(ctl, "mpi") == 0;
+    int mpirun = osize != NULL && getenv(HVD_ENV_OMPI_RANK) != NULL;
+
+    if (!forced && getenv(HVD_ENV_RANK) != NULL)
+        return HVD_JOIN_HOROVODRUN;
+    if (!forced && !mpirun)
+        return HVD_JOIN_ALONE;
+    if (HVD_HAVE_MPI)
+        return HVD_JOIN_MPI;
+    /* mpirun -np 1 needs nobody else; more would be jobs of one each. */
+    if (!forced && atoi(osize) <= 1)
+        return HVD_JOIN_ALONE;
+    if (forced)
+        snprintf(err, errlen,
+                 "%s=mpi, but this libhvd was built without MPI "
+                 "(horovodrun --check-build says what it has)",
+                 HVD_ENV_CONTROLLER);
+    else
+        snprintf(err, errlen,
+                 "started by mpirun (%s=%s), but this libhvd was built "
+                 "without MPI: start the job with horovodrun, or rebuild "
+                 "libhvd with -Dmpi=enabled",
+                 HVD_ENV_OMPI_SIZE, osize);
+    return HVD_ENOTSUP;
+}
 
 /* Reads an integer variable of the contract; HVD_EENV if absent or bad. */
 static int env_int(const char *name, int lo, int hi, int *out, char *err,

@@ -77,12 +77,15 @@ HVD_EXPORT size_t hvd_dtype_size(hvd_dtype dtype);
  * registers with the rendezvous server (proving it knows the job secret),
  * and connects to the other ranks; within HOROVOD_START_TIMEOUT seconds
  * (default 30) or it fails with HVD_ETIMEDOUT, and hvd_last_error() names
- * the missing ranks. Without horovodrun it starts a job of one rank. Also
- * makes stdout line-buffered.
+ * the missing ranks. Under mpirun (or with HOROVOD_CONTROLLER=mpi, in a
+ * build with MPI) it initializes MPI unless the program did, and takes the
+ * job and the transport from MPI. Without either it starts a job of one
+ * rank. Also makes stdout line-buffered.
  */
 HVD_EXPORT int hvd_init(void);
-/* Leaves the job and frees everything. Only a job of one (not started by
- * horovodrun) may call hvd_init again afterwards. */
+/* Leaves the job and frees everything; under MPI, finalizes MPI if
+ * hvd_init initialized it. Only a job of one (not started by horovodrun
+ * or mpirun) may call hvd_init again afterwards. */
 HVD_EXPORT int hvd_shutdown(void);
 
 /* This rank's place in the job, or HVD_ENOTINIT before hvd_init. */
