@@ -64,6 +64,7 @@ static int opt_start_timeout(struct hr_opts *o, const char *arg, char *err,
 static int opt_kill_grace(struct hr_opts *o, const char *arg, char *err,
                           size_t n)
 {
+    o->kill_grace_set = 1;
     return parse_seconds("--kill-grace", arg, &o->kill_grace, err, n);
 }
 
@@ -102,6 +103,7 @@ STORE(opt_agent_path, agent_path)
 STORE(opt_network_interface, network_interface)
 STORE(opt_rendezvous_addr, rendezvous_addr)
 STORE(opt_timeline, timeline)
+STORE(opt_mpi_args, mpi_args)
 #undef STORE
 
 /* A non-negative decimal number for a tuning variable of the ranks. */
@@ -185,6 +187,20 @@ static int opt_accept_new(struct hr_opts *o, const char *arg, char *err,
 {
     (void)arg, (void)err, (void)n;
     o->ssh_accept_new = 1;
+    return 0;
+}
+
+static int opt_mpi(struct hr_opts *o, const char *arg, char *err, size_t n)
+{
+    (void)arg, (void)err, (void)n;
+    o->mpi = 1;
+    return 0;
+}
+
+static int opt_gloo(struct hr_opts *o, const char *arg, char *err, size_t n)
+{
+    (void)arg, (void)err, (void)n;
+    o->gloo = 1;
     return 0;
 }
 
@@ -293,7 +309,19 @@ const struct hr_option hr_options[] = {
      "default warning); debug names each rank's transport; sets "
      "HOROVOD_LOG_LEVEL",
      opt_log_level},
-    {"verbose", NULL, 0, NULL, "print what horovodrun does", opt_verbose},
+    {"mpi", NULL, 0, NULL,
+     "run the ranks with Open MPI's mpirun instead of horovodrun's own "
+     "launcher; libhvd then uses MPI",
+     opt_mpi},
+    {"gloo", NULL, 0, NULL,
+     "run the ranks with horovodrun's own launcher (the default)", opt_gloo},
+    {"mpi-args", NULL, 0, "ARGS",
+     "more arguments for mpirun under --mpi, split into words as a shell "
+     "would",
+     opt_mpi_args},
+    {"verbose", NULL, 0, NULL,
+     "print what horovodrun does (under --mpi, the mpirun command)",
+     opt_verbose},
     {"check-build", "-cb", 0, NULL,
      "print which controllers and tensor operations this build has and "
      "exit",
@@ -480,6 +508,15 @@ int hr_cli_parse(struct hr_opts *o, int argc, char **argv, FILE *out, char *err,
         snprintf(err, errlen,
                  "-H/--hosts and --hostfile cannot be used "
                  "together; pick one");
+        return HR_CLI_USAGE;
+    }
+    if (o->mpi && o->gloo) {
+        snprintf(err, errlen,
+                 "--mpi and --gloo cannot be used together; pick one");
+        return HR_CLI_USAGE;
+    }
+    if (o->mpi_args && !o->mpi) {
+        snprintf(err, errlen, "--mpi-args needs --mpi");
         return HR_CLI_USAGE;
     }
     if (o->np == 0) {

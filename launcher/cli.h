@@ -12,6 +12,7 @@ struct hr_opts {
     const char *output_dir;
     double start_timeout; /* seconds */
     double kill_grace;    /* seconds */
+    int kill_grace_set;   /* --kill-grace was given */
     int gpu_pinning;
     int verbose;
     int ssh_port;              /* 0: the SSH default, 22 */
@@ -30,7 +31,10 @@ struct hr_opts {
     int timeline_mark_cycles;
     const char *hierarchical; /* "1", "0", or NULL: the runtime decides */
     const char *log_level;
-    char **cmd; /* the command and its arguments, NULL-terminated */
+    int mpi;              /* --mpi: run the ranks with mpirun */
+    int gloo;             /* --gloo: horovodrun's own launcher, said aloud */
+    const char *mpi_args; /* --mpi-args, split like a shell would */
+    char **cmd;           /* the command and its arguments, NULL-terminated */
     int cmdc;
 };
 

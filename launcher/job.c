@@ -521,6 +521,32 @@ static void on_start_timeout(uv_timer_t *t)
     stop_all(job, 1);
 }
 
+const char *hr_sig_name(int sig)
+{
+    return sig_name(sig);
+}
+
+int hr_job_report_rank(const char *why, int r, const char *host, int local_rank,
+                       uint8_t kind, int32_t code, const char *cmd)
+{
+    switch (kind) {
+    case HVD_EXIT_SPAWN:
+        hvd_log_error("%srank %d on %s: cannot execute '%s': %s", why, r, host,
+                      cmd, strerror(code));
+        return code == ENOENT ? HR_EXIT_NOTFOUND : HR_EXIT_NOEXEC;
+    case HVD_EXIT_SIGNAL:
+        hvd_log_error("%srank %d (host %s, local_rank %d) was killed by "
+                      "signal %d (%s); the job was stopped",
+                      why, r, host, local_rank, code, sig_name(code));
+        return 128 + (code & 127);
+    default:
+        hvd_log_error("%srank %d (host %s, local_rank %d) exited with code %d;"
+                      " the job was stopped",
+                      why, r, host, local_rank, code);
+        return code & 255;
+    }
+}
+
 static int summarize(struct hr_job *job)
 {
     if (job->preflight_failed && !job->started) {
@@ -551,24 +577,8 @@ static int summarize(struct hr_job *job)
     int r = job->failed_rank;
     const struct hr_rank_state *rs = &job->ranks[r];
     const struct hvd_slot *s = &job->plan->ranks[r];
-    const char *host = host_name(job, s->host);
-    switch (rs->kind) {
-    case HVD_EXIT_SPAWN:
-        hvd_log_error("%srank %d on %s: cannot execute '%s': %s", why, r, host,
-                      job->opts->cmd[0], strerror(rs->code));
-        return rs->code == ENOENT ? HR_EXIT_NOTFOUND : HR_EXIT_NOEXEC;
-    case HVD_EXIT_SIGNAL:
-        hvd_log_error("%srank %d (host %s, local_rank %d) was killed by "
-                      "signal %d (%s); the job was stopped",
-                      why, r, host, s->local_rank, rs->code,
-                      sig_name(rs->code));
-        return 128 + (rs->code & 127);
-    default:
-        hvd_log_error("%srank %d (host %s, local_rank %d) exited with code %d;"
-                      " the job was stopped",
-                      why, r, host, s->local_rank, rs->code);
-        return rs->code & 255;
-    }
+    return hr_job_report_rank(why, r, host_name(job, s->host), s->local_rank,
+                              rs->kind, rs->code, job->opts->cmd[0]);
 }
 
 static void close_walk(uv_handle_t *h, void *arg)

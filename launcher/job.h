@@ -96,6 +96,17 @@ struct hr_job {
     char stdin_buf[65536];
 };
 
+/* "SIGKILL" for 9; "SIG?" for numbers without a name. */
+const char *hr_sig_name(int sig);
+
+/*
+ * Prints the summary line for failed rank r (why is "" or "interrupted by
+ * SIGINT: ") and returns horovodrun's exit code for it; cmd is the
+ * command, named when it could not be executed.
+ */
+int hr_job_report_rank(const char *why, int r, const char *host, int local_rank,
+                       uint8_t kind, int32_t code, const char *cmd);
+
 /* Runs the job to completion; returns horovodrun's exit code. */
 int hr_job_run(const struct hr_opts *o, const struct hvd_hostlist *hosts,
                const struct hvd_plan *plan);

@@ -9,6 +9,7 @@
 #include "common/log.h"
 #include "common/plan.h"
 #include "job.h"
+#include "mpirun.h"
 
 int main(int argc, char **argv)
 {
@@ -79,7 +80,7 @@ int main(int argc, char **argv)
         rc = HR_EXIT_INTERNAL;
         goto out;
     }
-    rc = hr_job_run(&o, &hl, &plan);
+    rc = o.mpi ? hr_mpirun_run(&o, &hl, &plan) : hr_job_run(&o, &hl, &plan);
 out:
     hvd_plan_close(&plan);
     hvd_hostlist_close(&hl);

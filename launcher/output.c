@@ -438,6 +438,27 @@ void hr_output_line(struct hr_output *o, uint32_t rank, int stream, int term,
     sink_line(s, x->text[k], x->len[k], text, len);
 }
 
+void hr_output_raw(struct hr_output *o, int stream, const char *text,
+                   size_t len)
+{
+    struct hr_sink *s = o->sink[stream == HVD_STREAM_STDERR];
+    if (!s->broken)
+        sink_line(s, "", 0, text, len);
+}
+
+void hr_output_relabel(struct hr_output *o, uint32_t rank, int local_rank)
+{
+    static const char *names[2] = {"stdout", "stderr"};
+    if (rank >= (uint32_t)o->plan->size)
+        return;
+    for (int k = 0; k < 2; k++) {
+        struct hr_prefix *x = &o->prefix[rank];
+        int n = snprintf(x->text[k], sizeof(x->text[k]), "[%u,%d]<%s>:", rank,
+                         local_rank, names[k]);
+        x->len[k] = (uint8_t)n;
+    }
+}
+
 void hr_output_flush(struct hr_output *o)
 {
     files_flush(o);

@@ -103,6 +103,13 @@ void hr_output_close(struct hr_output *o);
  */
 void hr_output_line(struct hr_output *o, uint32_t rank, int stream, int term,
                     const char *text, size_t len);
+/* Queues one line for the terminal as it is, with a newline and no
+ * prefix (messages of mpirun itself under --mpi). */
+void hr_output_raw(struct hr_output *o, int stream, const char *text,
+                   size_t len);
+/* Rank's prefix names local_rank from now on (under --mpi, where mpirun's
+ * placement is what counts). */
+void hr_output_relabel(struct hr_output *o, uint32_t rank, int local_rank);
 /* Writes the batch's file output and starts writing what was queued for
  * the terminal (call after a batch of lines). */
 void hr_output_flush(struct hr_output *o);

@@ -1,0 +1,404 @@
+/* hvd-mpi-rank: runs one rank of horovodrun --mpi under mpirun. */
+#include <errno.h>
+#include <limits.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <unistd.h>
+#include <uv.h>
+
+#include "agent.h"
+#include "common/env.h"
+#include "common/envc.h"
+#include "common/hostspec.h"
+#include "common/linesplit.h"
+#include "common/plan.h"
+#include "common/proto.h"
+#include "mpiwire.h"
+
+#define PROG "hvd-mpi-rank"
+#define USAGE                                                                  \
+    "usage: " PROG " [--plan host:n,...] [--no-gpu-pinning] -- command "       \
+    "[args...]"
+
+/* Where Open MPI's mpirun puts each process. */
+#define OMPI_RANK "OMPI_COMM_WORLD_RANK"
+#define OMPI_SIZE "OMPI_COMM_WORLD_SIZE"
+#define OMPI_LOCAL_RANK "OMPI_COMM_WORLD_LOCAL_RANK"
+#define OMPI_LOCAL_SIZE "OMPI_COMM_WORLD_LOCAL_SIZE"
+
+struct wrapper;
+
+struct stream {
+    uv_pipe_t pipe;
+    struct wrapper *w;
+    struct hvd_linesplit split;
+    int which; /* HVD_STREAM_STDOUT or HVD_STREAM_STDERR */
+    int open;
+};
+
+struct wrapper {
+    uv_loop_t *loop;
+    uv_process_t proc;
+    struct stream out, err;
+    uv_signal_t sigs[7];
+    int nsigs;
+    uv_timer_t drain;
+    pid_t parent;
+    int reaped;
+    int done; /* the exit record was written */
+    int kind;
+    int32_t code;
+    struct hr_mpibuf buf; /* records not yet written */
+    char readbuf[65536];
+};
+
+/* The signals mpirun sends to the rank's process group, which the rank
+ * gets directly: this process only has to outlive the rank to report it
+ * (SIGTERM also arrives when mpirun dies, see main). */
+static const int caught[] = {SIGTERM, SIGINT,  SIGHUP, SIGUSR1,
+                             SIGUSR2, SIGALRM, SIGABRT};
+
+/* Ends the rank and all it started: mpirun, the only reader of our
+ * records and the one who would stop them, is gone. */
+static void orphaned(void)
+{
+    if (getpgrp() == getpid())
+        kill(0, SIGKILL);
+    _exit(1);
+}
+
+/* Writes the records gathered so far; blocking is the backpressure that
+ * slows the rank down when mpirun's reader is behind. */
+static void flush(struct wrapper *w)
+{
+    size_t off = 0;
+    while (off < w->buf.len) {
+        ssize_t n = write(STDOUT_FILENO, w->buf.p + off, w->buf.len - off);
+        if (n > 0) {
+            off += (size_t)n;
+        } else if (n < 0 && errno == EAGAIN) {
+            struct pollfd pfd = {.fd = STDOUT_FILENO, .events = POLLOUT};
+            poll(&pfd, 1, -1);
+        } else if (n < 0 && errno != EINTR) {
+            orphaned();
+        }
+    }
+    w->buf.len = 0;
+}
+
+static void on_line(void *ctx, const char *line, size_t len,
+                    enum hvd_line_term term)
+{
+    struct stream *s = ctx;
+    if (hr_mpiwire_line(&s->w->buf, s->which, (int)term, line, len) != 0) {
+        /* Out of memory: what was gathered goes first, then the line. */
+        flush(s->w);
+        hr_mpiwire_line(&s->w->buf, s->which, (int)term, line, len);
+    }
+}
+
+static void finish(struct wrapper *w)
+{
+    if (w->done)
+        return;
+    w->done = 1;
+    hr_mpiwire_exit(&w->buf, w->kind, w->code);
+    flush(w);
+    uv_stop(w->loop);
+}
+
+static void on_drain(uv_timer_t *t);
+
+/* The rank is done once it was reaped and both pipes reached EOF, so that
+ * its exit record follows its last line. */
+static void maybe_done(struct wrapper *w)
+{
+    if (!w->reaped)
+        return;
+    if (w->out.open || w->err.open) {
+        if (!uv_is_active((uv_handle_t *)&w->drain))
+            uv_timer_start(&w->drain, on_drain, AGENT_DRAIN_MS, 0);
+        return;
+    }
+    uv_timer_stop(&w->drain);
+    finish(w);
+}
+
+static void close_stream(struct stream *s)
+{
+    if (!s->open)
+        return;
+    hvd_linesplit_finish(&s->split, on_line, s);
+    s->open = 0;
+    uv_close((uv_handle_t *)&s->pipe, NULL);
+    maybe_done(s->w);
+}
+
+static void on_drain(uv_timer_t *t)
+{
+    struct wrapper *w = t->data;
+    /* Something the rank started still holds its pipes: report the rank
+     * without waiting for it. */
+    close_stream(&w->out);
+    close_stream(&w->err);
+    flush(w);
+}
+
+static void alloc_cb(uv_handle_t *h, size_t hint, uv_buf_t *buf)
+{
+    struct stream *s = h->data;
+    (void)hint;
+    *buf = uv_buf_init(s->w->readbuf, sizeof(s->w->readbuf));
+}
+
+static void on_read(uv_stream_t *h, ssize_t n, const uv_buf_t *buf)
+{
+    struct stream *s = h->data;
+    struct wrapper *w = s->w;
+    if (n < 0 || hvd_linesplit_feed(&s->split, buf->base,
+                                    (size_t)(n > 0 ? n : 0), on_line, s) != 0)
+        close_stream(s);
+    flush(w);
+}
+
+static void on_exit_cb(uv_process_t *p, int64_t status, int sig)
+{
+    struct wrapper *w = p->data;
+    w->reaped = 1;
+    w->kind = sig ? HVD_EXIT_SIGNAL : HVD_EXIT_CODE;
+    w->code = sig ? sig : (int32_t)status;
+    uv_close((uv_handle_t *)p, NULL);
+    maybe_done(w);
+}
+
+static void on_signal(uv_signal_t *h, int sig)
+{
+    struct wrapper *w = h->data;
+    (void)sig;
+    if (getppid() != w->parent)
+        orphaned();
+}
+
+static int env_int(const char *name, int lo, int hi, int *out)
+{
+    const char *v = getenv(name);
+    char *end;
+    long n = v ? strtol(v, &end, 10) : 0;
+    if (v == NULL || v[0] == '\0' || *end != '\0' || n < lo || n > hi)
+        return -1;
+    *out = (int)n;
+    return 0;
+}
+
+static void setenv_int(const char *name, int v)
+{
+    char buf[32];
+    snprintf(buf, sizeof(buf), "%d", v);
+    setenv(name, buf, 1);
+}
+
+/*
+ * Gives the rank the env contract of horovodrun: its place from mpirun,
+ * its host name and cross rank from horovodrun's plan (which mpirun
+ * followed unless --mpi-args changed the mapping; then the host is this
+ * machine's name and the cross rank is left out). Writes the hello
+ * record. Returns 0, or -1 after an error message.
+ */
+static int set_contract(struct wrapper *w, const char *spec, int pin)
+{
+    int rank, size, lrank = 0, lsize = 1;
+    struct hvd_hostlist hl;
+    struct hvd_plan plan = {0};
+    char host[256] = "", err[256];
+    const char *name = host;
+    const struct hvd_slot *s = NULL;
+
+    if (env_int(OMPI_SIZE, 1, 1 << 24, &size) != 0 ||
+        env_int(OMPI_RANK, 0, size - 1, &rank) != 0) {
+        fprintf(stderr,
+                PROG ": error: %s and %s are missing or bad; " PROG
+                     " runs the ranks of horovodrun --mpi under Open MPI's "
+                     "mpirun\n",
+                OMPI_RANK, OMPI_SIZE);
+        return -1;
+    }
+    hvd_hostlist_init(&hl);
+    if (spec && hvd_hostlist_parse_spec(&hl, spec, err, sizeof(err)) == 0 &&
+        hvd_plan_build(&plan, &hl, size) == 0)
+        s = &plan.ranks[rank];
+    if (env_int(OMPI_LOCAL_SIZE, 1, size, &lsize) != 0 ||
+        env_int(OMPI_LOCAL_RANK, 0, lsize - 1, &lrank) != 0) {
+        lrank = s ? s->local_rank : 0;
+        lsize = s ? s->local_size : 1;
+    }
+    if (s && (s->local_rank != lrank || s->local_size != lsize))
+        s = NULL;
+    gethostname(host, sizeof(host) - 1);
+    if (s)
+        name = hl.hosts[s->host].name;
+
+    setenv_int(HVD_ENV_RANK, rank);
+    setenv_int(HVD_ENV_SIZE, size);
+    setenv_int(HVD_ENV_LOCAL_RANK, lrank);
+    setenv_int(HVD_ENV_LOCAL_SIZE, lsize);
+    if (s) {
+        setenv_int(HVD_ENV_CROSS_RANK, s->cross_rank);
+        setenv_int(HVD_ENV_CROSS_SIZE, s->cross_size);
+    } else {
+        unsetenv(HVD_ENV_CROSS_RANK);
+        unsetenv(HVD_ENV_CROSS_SIZE);
+    }
+    setenv(HVD_ENV_HOSTNAME, name, 1);
+    setenv_int(HVD_ENV_TORCH_RANK, rank);
+    setenv_int(HVD_ENV_TORCH_WORLD_SIZE, size);
+    setenv_int(HVD_ENV_TORCH_LOCAL_RANK, lrank);
+    setenv_int(HVD_ENV_TORCH_LOCAL_WORLD_SIZE, lsize);
+    /* No rendezvous under mpirun: whatever the environment held of one
+     * (an outer job's) must not reach the rank. */
+    unsetenv(HVD_ENV_RDV_ADDR);
+    unsetenv(HVD_ENV_RDV_PORT);
+    unsetenv(HVD_ENV_SECRET);
+    char dev[64];
+    if (pin && hvd_gpu_pick(getenv(HVD_ENV_CUDA_VISIBLE), hvd_gpu_count(),
+                            lrank, dev, sizeof(dev)))
+        setenv(HVD_ENV_CUDA_VISIBLE, dev, 1);
+    hr_mpiwire_hello(&w->buf, lrank, name);
+    hvd_plan_close(&plan);
+    hvd_hostlist_close(&hl);
+    return 0;
+}
+
+static void open_stream(struct wrapper *w, struct stream *s, int which)
+{
+    s->w = w;
+    s->which = which;
+    s->open = 1;
+    hvd_linesplit_init(&s->split, AGENT_LINE_MAX);
+    uv_pipe_init(w->loop, &s->pipe, 0);
+    s->pipe.data = s;
+}
+
+/* Starts the rank; a rank that cannot be started is reported like one
+ * that ran. */
+static int start(struct wrapper *w, char **cmd)
+{
+    uv_stdio_container_t stdio[3];
+    open_stream(w, &w->out, HVD_STREAM_STDOUT);
+    open_stream(w, &w->err, HVD_STREAM_STDERR);
+    /* mpirun hands its stdin to rank 0 and /dev/null to the others. */
+    stdio[0].flags = UV_INHERIT_FD;
+    stdio[0].data.fd = STDIN_FILENO;
+    stdio[1].flags = UV_CREATE_PIPE | UV_WRITABLE_PIPE;
+    stdio[1].data.stream = (uv_stream_t *)&w->out.pipe;
+    stdio[2].flags = UV_CREATE_PIPE | UV_WRITABLE_PIPE;
+    stdio[2].data.stream = (uv_stream_t *)&w->err.pipe;
+    /* The rank stays in this process group, mpirun's unit of signals. */
+    uv_process_options_t po = {
+        .exit_cb = on_exit_cb,
+        .file = cmd[0],
+        .args = cmd,
+        .stdio_count = 3,
+        .stdio = stdio,
+    };
+    w->proc.data = w;
+    int e = uv_spawn(w->loop, &w->proc, &po);
+    if (e != 0) {
+        uv_close((uv_handle_t *)&w->proc, NULL);
+        w->kind = HVD_EXIT_SPAWN;
+        w->code = -e;
+        w->reaped = 1;
+        close_stream(&w->out);
+        close_stream(&w->err);
+        return -1;
+    }
+    uv_read_start((uv_stream_t *)&w->out.pipe, alloc_cb, on_read);
+    uv_read_start((uv_stream_t *)&w->err.pipe, alloc_cb, on_read);
+    return 0;
+}
+
+static void close_walk(uv_handle_t *h, void *arg)
+{
+    (void)arg;
+    if (!uv_is_closing(h))
+        uv_close(h, NULL);
+}
+
+/* Ends this process as the rank ended, so that mpirun sees the same. */
+static int exit_like(const struct wrapper *w)
+{
+    switch (w->kind) {
+    case HVD_EXIT_CODE:
+        return w->code & 255;
+    case HVD_EXIT_SIGNAL: {
+        sigset_t set;
+        signal(w->code, SIG_DFL);
+        sigemptyset(&set);
+        sigaddset(&set, w->code);
+        sigprocmask(SIG_UNBLOCK, &set, NULL);
+        raise(w->code);
+        return 128 + (w->code & 127);
+    }
+    default:
+        return w->code == ENOENT ? 127 : 126;
+    }
+}
+
+int main(int argc, char **argv)
+{
+    static struct wrapper w;
+    const char *spec = NULL;
+    int pin = 1, i;
+
+    for (i = 1; i < argc && argv[i][0] == '-'; i++) {
+        if (strcmp(argv[i], "--") == 0) {
+            i++;
+            break;
+        }
+        if (strcmp(argv[i], "--plan") == 0 && i + 1 < argc) {
+            spec = argv[++i];
+        } else if (strcmp(argv[i], "--no-gpu-pinning") == 0) {
+            pin = 0;
+        } else {
+            fprintf(stderr, PROG ": error: unknown option '%s'; " USAGE "\n",
+                    argv[i]);
+            return 2;
+        }
+    }
+    if (i >= argc) {
+        fprintf(stderr, PROG ": error: no command; " USAGE "\n");
+        return 2;
+    }
+    signal(SIGPIPE, SIG_IGN);
+    /* mpirun's death reaches us as SIGTERM; see on_signal. */
+    w.parent = getppid();
+    if (prctl(PR_SET_PDEATHSIG, SIGTERM) != 0 || getppid() != w.parent)
+        return 1;
+    if (set_contract(&w, spec, pin) != 0)
+        return 2;
+    flush(&w);
+
+    w.loop = uv_default_loop();
+    uv_timer_init(w.loop, &w.drain);
+    w.drain.data = &w;
+    for (size_t k = 0; k < sizeof(caught) / sizeof(caught[0]); k++) {
+        uv_signal_init(w.loop, &w.sigs[k]);
+        w.sigs[k].data = &w;
+        uv_signal_start(&w.sigs[k], on_signal, caught[k]);
+        /* Not a reason to keep the loop alive. */
+        uv_unref((uv_handle_t *)&w.sigs[k]);
+    }
+    /* A rank that cannot start is reported at once, without a loop. */
+    if (start(&w, argv + i) == 0)
+        uv_run(w.loop, UV_RUN_DEFAULT);
+    flush(&w);
+    uv_walk(w.loop, close_walk, NULL);
+    uv_run(w.loop, UV_RUN_NOWAIT);
+    hvd_linesplit_close(&w.out.split);
+    hvd_linesplit_close(&w.err.split);
+    hr_mpibuf_close(&w.buf);
+    return exit_like(&w);
+}

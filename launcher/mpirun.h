@@ -1,0 +1,19 @@
+/* horovodrun --mpi: the job run by Open MPI's mpirun instead of agents. */
+#ifndef HR_MPIRUN_H
+#define HR_MPIRUN_H
+
+#include "cli.h"
+#include "common/hostspec.h"
+#include "common/plan.h"
+
+/*
+ * Runs the job with mpirun: every rank inside hvd-mpi-rank, whose records
+ * (mpiwire.h) give horovodrun the ranks' lines, places and exit statuses,
+ * so that output, the failure summary and the exit code are those of
+ * horovodrun's own launcher. Returns horovodrun's exit code; 2 when there
+ * is no mpirun on PATH.
+ */
+int hr_mpirun_run(const struct hr_opts *o, const struct hvd_hostlist *hosts,
+                  const struct hvd_plan *plan);
+
+#endif
