@@ -25,10 +25,6 @@
     "[args...]"
 
 /* Where Open MPI's mpirun puts each process. */
-#define OMPI_RANK "OMPI_COMM_WORLD_RANK"
-#define OMPI_SIZE "OMPI_COMM_WORLD_SIZE"
-#define OMPI_LOCAL_RANK "OMPI_COMM_WORLD_LOCAL_RANK"
-#define OMPI_LOCAL_SIZE "OMPI_COMM_WORLD_LOCAL_SIZE"
 
 struct wrapper;
 
@@ -217,21 +213,21 @@ static int set_contract(struct wrapper *w, const char *spec, int pin)
     const char *name = host;
     const struct hvd_slot *s = NULL;
 
-    if (env_int(OMPI_SIZE, 1, 1 << 24, &size) != 0 ||
-        env_int(OMPI_RANK, 0, size - 1, &rank) != 0) {
+    if (env_int(HVD_ENV_OMPI_SIZE, 1, 1 << 24, &size) != 0 ||
+        env_int(HVD_ENV_OMPI_RANK, 0, size - 1, &rank) != 0) {
         fprintf(stderr,
                 PROG ": error: %s and %s are missing or bad; " PROG
                      " runs the ranks of horovodrun --mpi under Open MPI's "
                      "mpirun\n",
-                OMPI_RANK, OMPI_SIZE);
+                HVD_ENV_OMPI_RANK, HVD_ENV_OMPI_SIZE);
         return -1;
     }
     hvd_hostlist_init(&hl);
     if (spec && hvd_hostlist_parse_spec(&hl, spec, err, sizeof(err)) == 0 &&
         hvd_plan_build(&plan, &hl, size) == 0)
         s = &plan.ranks[rank];
-    if (env_int(OMPI_LOCAL_SIZE, 1, size, &lsize) != 0 ||
-        env_int(OMPI_LOCAL_RANK, 0, lsize - 1, &lrank) != 0) {
+    if (env_int(HVD_ENV_OMPI_LOCAL_SIZE, 1, size, &lsize) != 0 ||
+        env_int(HVD_ENV_OMPI_LOCAL_RANK, 0, lsize - 1, &lrank) != 0) {
         lrank = s ? s->local_rank : 0;
         lsize = s ? s->local_size : 1;
     }

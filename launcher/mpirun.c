@@ -25,9 +25,6 @@
 
 extern char **environ;
 
-/* Makes libhvd take the job from MPI: libhvd's HVD_ENV_CONTROLLER (in
- * worker/mpi_backend.h until common/envc.h takes it). */
-#define HR_ENV_CONTROLLER "HOROVOD_CONTROLLER"
 /* mpirun's own stderr kept for a failure that no rank explains. */
 #define HELD_MAX (64u * 1024)
 /* How long mpirun gets to stop the ranks after a signal was forwarded,
@@ -455,7 +452,7 @@ static void set_job_env(const struct hvd_hostlist *hl, const struct hvd_plan *p)
 {
     char port[16];
     int free_port = hr_free_port();
-    setenv(HR_ENV_CONTROLLER, "mpi", 1);
+    setenv(HVD_ENV_CONTROLLER, "mpi", 1);
     setenv(HVD_ENV_TORCH_MASTER_ADDR, hl->hosts[p->ranks[0].host].name, 1);
     if (free_port > 0) {
         snprintf(port, sizeof(port), "%d", free_port);

@@ -11,19 +11,6 @@
 #include "hvd_build.h"
 #include "include/hvd.h"
 
-/*
- * Names of the environment that picks the MPI backend. They belong with
- * the env contract in common/envc.h; they live here until that header
- * takes them.
- */
-/* Open MPI's mpirun gives every rank these (and the local ones). */
-#define HVD_ENV_OMPI_RANK "OMPI_COMM_WORLD_RANK"
-#define HVD_ENV_OMPI_SIZE "OMPI_COMM_WORLD_SIZE"
-/* "mpi": take the job from MPI, with or without mpirun's variables. */
-#define HVD_ENV_CONTROLLER "HOROVOD_CONTROLLER"
-/* 1: ask MPI for MPI_THREAD_SERIALIZED instead of MPI_THREAD_MULTIPLE. */
-#define HVD_ENV_MPI_THREADS_DISABLE "HOROVOD_MPI_THREADS_DISABLE"
-
 struct hvd_ctx;
 /* MPI's handles: opaque, so that only mpi_backend.c includes <mpi.h>. */
 struct hvd_mpi;
