@@ -50,6 +50,10 @@
 
 /* Launcher settings read from the environment. */
 #define HVD_ENV_START_TIMEOUT "HOROVOD_START_TIMEOUT"
+/* A Slurm allocation, as salloc, sbatch and srun set it. */
+#define HVD_ENV_SLURM_JOB_NODELIST "SLURM_JOB_NODELIST"
+#define HVD_ENV_SLURM_NODELIST "SLURM_NODELIST"
+#define HVD_ENV_SLURM_TASKS_PER_NODE "SLURM_TASKS_PER_NODE"
 /* Test hook: the agent reports this many GPUs instead of counting them. */
 #define HVD_ENV_TEST_GPUS "HVD_TEST_GPU_COUNT"
 /* Test hook: libhvd's test double of CUDA device memory (see gpu.h). */

@@ -10,6 +10,7 @@
 #include "common/envc.h"
 #include "hvd_build.h"
 #include "hvd_version.h"
+#include "srun.h"
 
 #define USAGE                                                                  \
     "usage: horovodrun -np N [-H host:slots,...] [options] command "           \
@@ -204,6 +205,20 @@ static int opt_gloo(struct hr_opts *o, const char *arg, char *err, size_t n)
     return 0;
 }
 
+static int opt_launcher(struct hr_opts *o, const char *arg, char *err, size_t n)
+{
+    if (strcmp(arg, "ssh") == 0)
+        o->launcher = HR_LAUNCH_SSH;
+    else if (strcmp(arg, "slurm") == 0)
+        o->launcher = HR_LAUNCH_SLURM;
+    else {
+        snprintf(err, n, "--launcher must be slurm or ssh, got '%.100s'", arg);
+        return -1;
+    }
+    o->launcher_set = 1;
+    return 0;
+}
+
 static int opt_verbose(struct hr_opts *o, const char *arg, char *err, size_t n)
 {
     (void)arg, (void)err, (void)n;
@@ -253,6 +268,10 @@ const struct hr_option hr_options[] = {
      opt_kill_grace},
     {"no-gpu-pinning", NULL, 0, NULL,
      "do not set CUDA_VISIBLE_DEVICES to one GPU per rank", opt_no_gpu},
+    {"launcher", NULL, 0, "KIND",
+     "how agents on other hosts start: slurm (srun, the default inside a "
+     "Slurm allocation) or ssh (the default elsewhere)",
+     opt_launcher},
     {"ssh-port", NULL, 'p', "PORT", "SSH port of the remote hosts (default 22)",
      opt_ssh_port},
     {"ssh-identity-file", NULL, 'i', "FILE",
@@ -519,7 +538,25 @@ int hr_cli_parse(struct hr_opts *o, int argc, char **argv, FILE *out, char *err,
         snprintf(err, errlen, "--mpi-args needs --mpi");
         return HR_CLI_USAGE;
     }
-    if (o->np == 0) {
+    int in_slurm = hr_slurm_nodelist_var() != NULL;
+    if (o->launcher_set && o->mpi) {
+        snprintf(err, errlen,
+                 "--launcher cannot be used with --mpi: mpirun starts its "
+                 "own daemons");
+        return HR_CLI_USAGE;
+    }
+    if (o->launcher == HR_LAUNCH_SLURM && !in_slurm) {
+        snprintf(err, errlen,
+                 "--launcher slurm needs a Slurm allocation (neither "
+                 "SLURM_JOB_NODELIST nor SLURM_NODELIST is set); run "
+                 "horovodrun under salloc or sbatch");
+        return HR_CLI_USAGE;
+    }
+    if (o->launcher == HR_LAUNCH_AUTO)
+        o->launcher = in_slurm ? HR_LAUNCH_SLURM : HR_LAUNCH_SSH;
+    /* Inside an allocation without a host list, -np defaults to the
+     * allocation's tasks, as with srun and mpirun. */
+    if (o->np == 0 && !(in_slurm && !o->hosts && !o->hostfile)) {
         snprintf(err, errlen,
                  "-np is required: the number of processes to "
                  "start, e.g. horovodrun -np 4 ./train");

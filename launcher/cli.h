@@ -5,6 +5,13 @@
 #include <stddef.h>
 #include <stdio.h>
 
+/* How agents on other hosts are started (--launcher). */
+enum hr_launcher {
+    HR_LAUNCH_AUTO = 0, /* slurm inside an allocation, else ssh */
+    HR_LAUNCH_SSH = 1,
+    HR_LAUNCH_SLURM = 2
+};
+
 struct hr_opts {
     int np;               /* 0 when -np was not given */
     const char *hosts;    /* -H */
@@ -31,6 +38,8 @@ struct hr_opts {
     int timeline_mark_cycles;
     const char *hierarchical; /* "1", "0", or NULL: the runtime decides */
     const char *log_level;
+    int launcher;         /* enum hr_launcher; never AUTO after parsing */
+    int launcher_set;     /* --launcher was given */
     int mpi;              /* --mpi: run the ranks with mpirun */
     int gloo;             /* --gloo: horovodrun's own launcher, said aloud */
     const char *mpi_args; /* --mpi-args, split like a shell would */

@@ -17,6 +17,8 @@
 #include "common/wire.h"
 #include "link.h"
 #include "net.h"
+#include "spawn.h"
+#include "srun.h"
 #include "ssh.h"
 
 extern char **environ;
@@ -591,7 +593,8 @@ static void close_walk(uv_handle_t *h, void *arg)
 /* Everything before the loop runs: returns 0 or horovodrun's exit code. */
 /* The address ranks reach the rendezvous server at: the user's choice,
  * else this host's address on the route to the remote hosts (that of the
- * first SSH connection), else loopback. */
+ * first SSH connection, or the route to the first srun host), else
+ * loopback. */
 static int rdv_addr(struct hr_job *job, char *out, size_t len)
 {
     const struct hr_opts *o = job->opts;
@@ -604,8 +607,34 @@ static int rdv_addr(struct hr_job *job, char *out, size_t len)
     for (int i = 0; i < job->nagents; i++)
         if (job->agents[i].ssh)
             return hr_ssh_local_addr(job->agents[i].ssh, out, len);
+    for (int i = 0; i < job->nagents; i++)
+        if (job->agents[i].argv.n)
+            return hr_net_route_addr(job->agents[i].name, out, len);
     snprintf(out, len, "127.0.0.1");
     return 0;
+}
+
+/* Sets a's command to srun starting hvd-agent on its host. Returns 0,
+ * HVD_ENOMEM, or HVD_EINVAL once it printed why. */
+static int srun_agent(struct hr_agent *a)
+{
+    const char *agent = a->job->opts->agent_path;
+    char srun[PATH_MAX], here[PATH_MAX];
+
+    if (hvd_spawn_resolve("srun", environ, srun, sizeof(srun)) != 0) {
+        hvd_log_error("--launcher slurm needs srun, and there is none on "
+                      "PATH; add Slurm's bin directory to PATH or use "
+                      "--launcher ssh");
+        return HVD_EINVAL;
+    }
+    if (agent == NULL) {
+        if (hr_link_agent_path(here, sizeof(here)) != 0) {
+            hvd_log_error("cannot find hvd-agent next to horovodrun");
+            return HVD_EINVAL;
+        }
+        agent = here;
+    }
+    return hr_srun_argv(&a->argv, srun, a->name, agent);
 }
 
 /* Everything before the loop runs: returns 0 or horovodrun's exit code. */
@@ -652,11 +681,17 @@ static int setup(struct hr_job *job)
         a->name = hosts->hosts[h].name;
         a->nranks = (uint32_t)n;
         hvd_frame_reader_init(&a->reader, HVD_FRAME_MAX);
+        hvd_strvec_init(&a->argv);
+        rc = 0;
         if (!hr_host_is_local(a->name)) {
-            if ((a->ssh = hr_ssh_new(a)) == NULL) {
+            if (o->launcher == HR_LAUNCH_SLURM)
+                rc = srun_agent(a);
+            else if ((a->ssh = hr_ssh_new(a)) == NULL)
+                rc = HVD_ENOMEM;
+            if (rc == HVD_ENOMEM)
                 hvd_log_error("out of memory");
-                return HR_EXIT_INTERNAL;
-            }
+            if (rc != 0)
+                return rc == HVD_ENOMEM ? HR_EXIT_INTERNAL : HR_EXIT_USAGE;
             job->remote = 1;
         }
         if ((int)h == plan->ranks[0].host)
@@ -724,6 +759,7 @@ int hr_job_run(const struct hr_opts *o, const struct hvd_hostlist *hosts,
     for (int i = 0; i < job.nagents; i++) {
         hvd_frame_reader_close(&job.agents[i].reader);
         hr_ssh_free(job.agents[i].ssh);
+        hvd_strvec_close(&job.agents[i].argv);
     }
     memset(job.secret, 0, sizeof(job.secret));
     hr_output_close(&job.out);

@@ -10,6 +10,7 @@
 #include "common/hostspec.h"
 #include "common/plan.h"
 #include "common/secret.h"
+#include "common/strvec.h"
 #include "output.h"
 #include "rdv.h"
 
@@ -36,6 +37,9 @@ struct hr_agent {
     uv_pipe_t to;   /* frames to the agent (its stdin) */
     uv_pipe_t from; /* frames from the agent (its stdout) */
     int handles_open;
+    /* The command that starts the agent: srun for a Slurm host; empty for
+     * the hvd-agent next to horovodrun. */
+    struct hvd_strvec argv;
     /* Remote link; NULL for this host. */
     struct hr_ssh *ssh;
     const char *stage; /* what pre-flight is doing, for timeouts */

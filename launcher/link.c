@@ -1,4 +1,4 @@
-/* Dispatch from the job controller to the local or the SSH link. */
+/* Dispatch from the job controller to the local (or srun) or SSH link. */
 #include <signal.h>
 
 #include "job.h"
@@ -8,7 +8,9 @@
 
 int hr_link_start(struct hr_agent *a)
 {
-    return a->ssh ? hr_ssh_link_start(a) : hr_local_link_start(a);
+    if (a->ssh)
+        return hr_ssh_link_start(a);
+    return hr_local_link_start(a, a->argv.n ? a->argv.v : NULL);
 }
 
 void hr_link_send(struct hr_agent *a, uint8_t *frame, size_t len, int notify)

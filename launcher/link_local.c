@@ -1,4 +1,4 @@
-/* The link to this host's agent: a child process with pipes. */
+/* The link to an agent started here over pipes (hvd-agent, or srun). */
 #include <limits.h>
 #include <signal.h>
 #include <stdlib.h>
@@ -103,14 +103,17 @@ int hr_link_agent_path(char *out, size_t len)
     return 0;
 }
 
-int hr_local_link_start(struct hr_agent *a)
+int hr_local_link_start(struct hr_agent *a, char *const *argv)
 {
     uv_loop_t *loop = a->job->loop;
     char path[PATH_MAX];
-    char *args[] = {"hvd-agent", NULL};
+    char *agent_args[] = {"hvd-agent", NULL};
+    char **args = argv ? (char **)argv : agent_args;
     uv_stdio_container_t stdio[3];
 
-    if (hr_link_agent_path(path, sizeof(path)) != 0) {
+    if (argv != NULL)
+        snprintf(path, sizeof(path), "%s", argv[0]);
+    else if (hr_link_agent_path(path, sizeof(path)) != 0) {
         snprintf(a->failure, sizeof(a->failure),
                  "cannot find hvd-agent next to horovodrun");
         return -1;
@@ -144,8 +147,9 @@ int hr_local_link_start(struct hr_agent *a)
     a->running = 1;
     a->reading = 1;
     uv_read_start((uv_stream_t *)&a->from, alloc_cb, on_data);
-    hvd_log_info("host %s: started hvd-agent (pid %d) for %u ranks", a->name,
-                 a->proc.pid, a->nranks);
+    hvd_log_info("host %s: started %s (pid %d) for %u ranks", a->name,
+                 argv ? "hvd-agent through srun" : "hvd-agent", a->proc.pid,
+                 a->nranks);
     return 0;
 }
 

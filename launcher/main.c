@@ -10,6 +10,7 @@
 #include "common/plan.h"
 #include "job.h"
 #include "mpirun.h"
+#include "srun.h"
 
 int main(int argc, char **argv)
 {
@@ -60,6 +61,8 @@ int main(int argc, char **argv)
         rc = hvd_hostlist_parse_spec(&hl, o.hosts, err, sizeof(err));
     else if (o.hostfile)
         rc = hvd_hostlist_parse_file(&hl, o.hostfile, err, sizeof(err));
+    else if (hr_slurm_nodelist_var() != NULL)
+        rc = hr_slurm_hosts(&hl, err, sizeof(err));
     else
         rc = hvd_hostlist_add(&hl, "localhost", o.np);
     if (rc != 0) {
@@ -67,6 +70,8 @@ int main(int argc, char **argv)
         rc = HR_EXIT_USAGE;
         goto out;
     }
+    if (o.np == 0) /* inside a Slurm allocation: all of its tasks */
+        o.np = (int)hvd_hostlist_slots(&hl);
     rc = hvd_plan_build(&plan, &hl, o.np);
     if (rc == HVD_ENOSLOTS) {
         hvd_log_error("-np %d is more than the %ld slots in the host list; "

@@ -1,4 +1,4 @@
-/* Local-host detection and free-port lookup. */
+/* Local-host detection, free ports, interface and route addresses. */
 #include "net.h"
 
 #include <arpa/inet.h>
@@ -89,4 +89,28 @@ int hr_net_if_addr(const char *ifname, char *out, size_t len)
     }
     freeifaddrs(ifs);
     return found ? 0 : -1;
+}
+
+int hr_net_route_addr(const char *host, char *out, size_t len)
+{
+    struct addrinfo hints = {.ai_socktype = SOCK_DGRAM}, *res = NULL;
+    struct sockaddr_storage me;
+    socklen_t melen = sizeof(me);
+    int fd = -1, ok = 0;
+
+    /* A UDP connect sends nothing; it only picks the route and source. */
+    if (getaddrinfo(host, "9", &hints, &res) == 0) {
+        fd = socket(res->ai_family, SOCK_DGRAM, 0);
+        ok = fd >= 0 && connect(fd, res->ai_addr, res->ai_addrlen) == 0 &&
+             getsockname(fd, (struct sockaddr *)&me, &melen) == 0 &&
+             getnameinfo((struct sockaddr *)&me, melen, out, (socklen_t)len,
+                         NULL, 0, NI_NUMERICHOST) == 0;
+    }
+    if (fd >= 0)
+        close(fd);
+    if (res != NULL)
+        freeaddrinfo(res);
+    if (!ok)
+        snprintf(out, len, "route to %s", host);
+    return ok ? 0 : 1;
 }

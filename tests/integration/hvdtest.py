@@ -61,8 +61,11 @@ def base_env(marker=None, **extra):
     these explicitly (HVD_TEST_GPU_COUNT=None for the real count).
     """
     env = dict(os.environ)
+    # A Slurm allocation around the tests would change horovodrun's default
+    # hosts; tests about Slurm set these explicitly.
     for k in ("CUDA_VISIBLE_DEVICES", "HVD_TEST_GPU_COUNT",
-              "HOROVOD_START_TIMEOUT"):
+              "HOROVOD_START_TIMEOUT", "SLURM_JOB_NODELIST", "SLURM_NODELIST",
+              "SLURM_TASKS_PER_NODE"):
         env.pop(k, None)
     env["HVD_TEST_GPU_COUNT"] = "0"
     if marker is not None:
