@@ -69,12 +69,24 @@ static int opt_kill_grace(struct hr_opts *o, const char *arg, char *err,
     return parse_seconds("--kill-grace", arg, &o->kill_grace, err, n);
 }
 
-static int opt_no_gpu(struct hr_opts *o, const char *arg, char *err, size_t n)
-{
-    (void)arg, (void)err, (void)n;
-    o->gpu_pinning = 0;
-    return 0;
-}
+/* Options without an argument that set a field to a value. */
+#define SET(fn, field, value)                                                  \
+    static int fn(struct hr_opts *o, const char *arg, char *err, size_t n)     \
+    {                                                                          \
+        (void)arg, (void)err, (void)n;                                         \
+        o->field = value;                                                      \
+        return 0;                                                              \
+    }
+SET(opt_no_gpu, gpu_pinning, 0)
+SET(opt_no_stall, no_stall_check, 1)
+SET(opt_mark_cycles, timeline_mark_cycles, 1)
+SET(opt_hier_on, hierarchical, "1")
+SET(opt_hier_off, hierarchical, "0")
+SET(opt_accept_new, ssh_accept_new, 1)
+SET(opt_mpi, mpi, 1)
+SET(opt_gloo, gloo, 1)
+SET(opt_verbose, verbose, 1)
+#undef SET
 
 static int opt_ssh_port(struct hr_opts *o, const char *arg, char *err, size_t n)
 {
@@ -137,35 +149,6 @@ NUMBER(opt_stall_shutdown, stall_shutdown_s,
        "--stall-check-shutdown-time-seconds")
 #undef NUMBER
 
-static int opt_no_stall(struct hr_opts *o, const char *arg, char *err, size_t n)
-{
-    (void)arg, (void)err, (void)n;
-    o->no_stall_check = 1;
-    return 0;
-}
-
-static int opt_mark_cycles(struct hr_opts *o, const char *arg, char *err,
-                           size_t n)
-{
-    (void)arg, (void)err, (void)n;
-    o->timeline_mark_cycles = 1;
-    return 0;
-}
-
-static int opt_hier_on(struct hr_opts *o, const char *arg, char *err, size_t n)
-{
-    (void)arg, (void)err, (void)n;
-    o->hierarchical = "1";
-    return 0;
-}
-
-static int opt_hier_off(struct hr_opts *o, const char *arg, char *err, size_t n)
-{
-    (void)arg, (void)err, (void)n;
-    o->hierarchical = "0";
-    return 0;
-}
-
 static int opt_log_level(struct hr_opts *o, const char *arg, char *err,
                          size_t n)
 {
@@ -183,28 +166,6 @@ static int opt_log_level(struct hr_opts *o, const char *arg, char *err,
     return -1;
 }
 
-static int opt_accept_new(struct hr_opts *o, const char *arg, char *err,
-                          size_t n)
-{
-    (void)arg, (void)err, (void)n;
-    o->ssh_accept_new = 1;
-    return 0;
-}
-
-static int opt_mpi(struct hr_opts *o, const char *arg, char *err, size_t n)
-{
-    (void)arg, (void)err, (void)n;
-    o->mpi = 1;
-    return 0;
-}
-
-static int opt_gloo(struct hr_opts *o, const char *arg, char *err, size_t n)
-{
-    (void)arg, (void)err, (void)n;
-    o->gloo = 1;
-    return 0;
-}
-
 static int opt_launcher(struct hr_opts *o, const char *arg, char *err, size_t n)
 {
     if (strcmp(arg, "ssh") == 0)
@@ -216,13 +177,6 @@ static int opt_launcher(struct hr_opts *o, const char *arg, char *err, size_t n)
         return -1;
     }
     o->launcher_set = 1;
-    return 0;
-}
-
-static int opt_verbose(struct hr_opts *o, const char *arg, char *err, size_t n)
-{
-    (void)arg, (void)err, (void)n;
-    o->verbose = 1;
     return 0;
 }
 

@@ -14,13 +14,10 @@
 #include <unistd.h>
 
 #include "hvd.h"
+#include "elems.h"
 #include "reduce.h"
 
 static int rank, size, failures, checks;
-
-static const char *dt_names[] = {"uint8",   "int8",     "int32",   "int64",
-                                 "float16", "bfloat16", "float32", "float64"};
-static const char *op_names[] = {"sum", "average", "min", "max", "product"};
 
 static void check(int ok, const char *what)
 {
@@ -37,36 +34,6 @@ static double now(void)
     struct timespec t;
     clock_gettime(CLOCK_MONOTONIC, &t);
     return (double)t.tv_sec + (double)t.tv_nsec / 1e9;
-}
-
-static void store(void *buf, size_t i, hvd_dtype dt, double v)
-{
-    switch (dt) {
-    case HVD_UINT8:
-        ((uint8_t *)buf)[i] = (uint8_t)(int64_t)v;
-        break;
-    case HVD_INT8:
-        ((int8_t *)buf)[i] = (int8_t)(int64_t)v;
-        break;
-    case HVD_INT32:
-        ((int32_t *)buf)[i] = (int32_t)(int64_t)v;
-        break;
-    case HVD_INT64:
-        ((int64_t *)buf)[i] = (int64_t)v;
-        break;
-    case HVD_FLOAT16:
-        ((uint16_t *)buf)[i] = hvd__f32_to_f16((float)v);
-        break;
-    case HVD_BFLOAT16:
-        ((uint16_t *)buf)[i] = hvd__f32_to_bf16((float)v);
-        break;
-    case HVD_FLOAT32:
-        ((float *)buf)[i] = (float)v;
-        break;
-    case HVD_FLOAT64:
-        ((double *)buf)[i] = v;
-        break;
-    }
 }
 
 typedef double value_fn(int r, size_t i);
