@@ -54,6 +54,7 @@
 #define HVD_ENV_SLURM_JOB_NODELIST "SLURM_JOB_NODELIST"
 #define HVD_ENV_SLURM_NODELIST "SLURM_NODELIST"
 #define HVD_ENV_SLURM_TASKS_PER_NODE "SLURM_TASKS_PER_NODE"
+#define HVD_ENV_SLURM_STEP_ID "SLURM_STEP_ID"
 /* Test hook: the agent reports this many GPUs instead of counting them. */
 #define HVD_ENV_TEST_GPUS "HVD_TEST_GPU_COUNT"
 /* Test hook: libhvd's test double of CUDA device memory (see gpu.h). */

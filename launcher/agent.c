@@ -7,9 +7,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <termios.h>
 #include <unistd.h>
 
 #include "common/env.h"
+#include "common/envc.h"
 #include "common/hvd_err.h"
 #include "common/log.h"
 #include "common/wire.h"
@@ -287,6 +289,23 @@ static void close_walk(uv_handle_t *h, void *arg)
         uv_close(h, NULL);
 }
 
+/* Returns 0 when stdin and stdout can be the channel from horovodrun:
+ * pipes, or (srun --unbuffered) a pipe in and a pseudo-terminal out, which
+ * is then made raw so that frames pass byte for byte. */
+static int channel_check(void)
+{
+    struct termios t;
+
+    if (uv_guess_handle(0) == UV_TTY)
+        return -1;
+    if (uv_guess_handle(1) != UV_TTY)
+        return 0;
+    if (getenv(HVD_ENV_SLURM_STEP_ID) == NULL || tcgetattr(1, &t) != 0)
+        return -1;
+    cfmakeraw(&t);
+    return tcsetattr(1, TCSANOW, &t);
+}
+
 int main(int argc, char **argv)
 {
     static struct agent ag;
@@ -308,9 +327,9 @@ int main(int argc, char **argv)
     ag.gpus = hvd_gpu_count();
     hvd_frame_reader_init(&ag.reader, HVD_FRAME_MAX);
     hvd_jobspec_init(&ag.job);
-    if (uv_guess_handle(0) == UV_TTY || uv_guess_handle(1) == UV_TTY ||
-        uv_pipe_init(loop, &ag.ctl_in, 0) || uv_pipe_open(&ag.ctl_in, 0) ||
-        uv_pipe_init(loop, &ag.ctl_out, 0) || uv_pipe_open(&ag.ctl_out, 1)) {
+    if (channel_check() != 0 || uv_pipe_init(loop, &ag.ctl_in, 0) ||
+        uv_pipe_open(&ag.ctl_in, 0) || uv_pipe_init(loop, &ag.ctl_out, 0) ||
+        uv_pipe_open(&ag.ctl_out, 1)) {
         hvd_log_error("stdin and stdout must be the channel from horovodrun;"
                       " hvd-agent is started by horovodrun, not by hand");
         return 2;

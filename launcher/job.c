@@ -590,7 +590,6 @@ static void close_walk(uv_handle_t *h, void *arg)
         uv_close(h, NULL);
 }
 
-/* Everything before the loop runs: returns 0 or horovodrun's exit code. */
 /* The address ranks reach the rendezvous server at: the user's choice,
  * else this host's address on the route to the remote hosts (that of the
  * first SSH connection, or the route to the first srun host), else

@@ -62,7 +62,8 @@ int hr_srun_argv(struct hvd_strvec *argv, const char *srun, const char *host,
 {
     /* One task on the host; the step gets the whole node (the agent forks
      * every rank there) with no CPU binding, horovodrun's environment, and
-     * dies as a whole when the agent fails. */
+     * dies as a whole when the agent fails. Unbuffered: slurmstepd would
+     * otherwise hold the agent's binary frames back until a newline byte. */
     if (hvd_strvec_push(argv, srun) != 0 ||
         hvd_strvec_push(argv, "--nodes=1") != 0 ||
         hvd_strvec_push(argv, "--ntasks=1") != 0 ||
@@ -70,7 +71,9 @@ int hr_srun_argv(struct hvd_strvec *argv, const char *srun, const char *host,
         hvd_strvec_push(argv, "--export=ALL") != 0 ||
         hvd_strvec_push(argv, "--kill-on-bad-exit=1") != 0 ||
         hvd_strvec_push(argv, "--whole") != 0 ||
+        hvd_strvec_push(argv, "--overlap") != 0 ||
         hvd_strvec_push(argv, "--cpu-bind=none") != 0 ||
+        hvd_strvec_push(argv, "--unbuffered") != 0 ||
         hvd_strvec_push(argv, "--job-name=hvd-agent") != 0 ||
         hvd_strvec_push(argv, agent) != 0)
         return HVD_ENOMEM;

@@ -3,9 +3,11 @@
 set -eu
 
 # Open MPI: libhvd's MPI backend and its tests (and the benchmarks' peer).
+# Slurm and munge: the tests start their own two-node cluster (tests/slurm);
+# without a slurm.conf in /etc/slurm the packages' services stay stopped.
 PKGS="gcc meson ninja-build pkg-config libuv1-dev libssh2-1-dev libssl-dev
 libcriterion-dev python3 procps clang-format openssh-server openssh-client
-openmpi-bin libopenmpi-dev"
+openmpi-bin libopenmpi-dev slurmctld slurmd slurm-client munge"
 for opt in "$@"; do
     case "$opt" in
     # The benchmarks need nothing more now (kept for old commands).

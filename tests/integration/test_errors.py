@@ -1,7 +1,11 @@
 """Integration tests: input errors, exec errors, --help and --version."""
 
 import os
+import pty
+import select
 import stat
+import subprocess
+import termios
 
 import hvdtest
 from hvdtest import py, sh
@@ -303,6 +307,44 @@ class HelpVersionTest(hvdtest.TestCase):
         self.assertRegex(res.out, r"^hvd-agent \d+\.\d+\.\d+\S*\n$")
         res = hvdtest.run([hvdtest.HVD_AGENT, "extra"], env=self.env())
         self.assertRc(res, 2)
+
+    def agent_on_pty(self, stdin_pty, **env):
+        """Runs hvd-agent with stdout on a new pseudo-terminal (in cooked
+        mode, output processing on) and stdin a pipe, or the terminal too.
+        Returns (process, master fd)."""
+        master, slave = pty.openpty()
+        self.addCleanup(os.close, master)
+        self.assertTrue(termios.tcgetattr(slave)[1] & termios.OPOST)
+        p = subprocess.Popen([hvdtest.HVD_AGENT],
+                             stdin=slave if stdin_pty else subprocess.PIPE,
+                             stdout=slave, stderr=subprocess.PIPE,
+                             env=self.env(**env))
+        os.close(slave)
+        self.addCleanup(p.kill)
+        return p, master
+
+    def test_agent_refuses_a_terminal(self):
+        # By hand at a terminal, or with a terminal for its channel out
+        # outside a Slurm step: one line, exit 2.
+        for stdin_pty, step in ((True, "0"), (False, None)):
+            with self.subTest(stdin_pty=stdin_pty, step=step):
+                p, _ = self.agent_on_pty(stdin_pty, SLURM_STEP_ID=step)
+                _, err = p.communicate(timeout=10)
+                self.assertEqual(p.returncode, 2)
+                self.assertIn("hvd-agent is started by horovodrun, not by "
+                              "hand", err.decode())
+
+    def test_agent_under_srun_unbuffered_makes_its_terminal_raw(self):
+        # srun --unbuffered gives the agent a pseudo-terminal for stdout:
+        # inside a step the agent takes it, raw, so that its frames pass
+        # byte for byte (no newline translation), and says hello on it.
+        p, master = self.agent_on_pty(False, SLURM_STEP_ID="3")
+        ready, _, _ = select.select([master], [], [], 10)
+        self.assertEqual(ready, [master], "no hello from the agent")
+        self.assertGreater(len(os.read(master, 4096)), 0)
+        self.assertEqual(termios.tcgetattr(master)[1] & termios.OPOST, 0)
+        p.stdin.close()
+        p.wait(10)
 
 
 if __name__ == "__main__":
