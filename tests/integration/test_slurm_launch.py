@@ -19,7 +19,8 @@ ERR = hvdtest.ERR_PREFIX
 FAKE_SRUN = r"""#!%s
 import json, os, sys
 args = sys.argv[1:]
-need = ["--nodes=1", "--ntasks=1", "--export=ALL", "--kill-on-bad-exit=1"]
+need = ["--nodes=1", "--ntasks=1", "--export=ALL", "--kill-on-bad-exit=1",
+        "--whole", "--overlap", "--unbuffered"]
 nodes = [a[len("--nodelist="):] for a in args if a.startswith("--nodelist=")]
 prog = args[-1] if args else ""
 if (any(n not in args for n in need) or len(nodes) != 1 or
