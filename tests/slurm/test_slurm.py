@@ -263,6 +263,30 @@ class RealSlurm(hvdtest.TestCase):
             lambda: CLUSTER.job_info(job).get("JobState") == "CANCELLED", 15)
         self.assertTrue(state, CLUSTER.job_info(job))
 
+    def test_agent_killed_in_its_step(self):
+        # An agent dies (SIGKILL) inside its srun step: srun ends the step,
+        # horovodrun names the host and stops the job.
+        job = hvdtest.Job([CLUSTER.bin["salloc"], "-Q", "--nodes=2",
+                           "--ntasks-per-node=2", hvdtest.HOROVODRUN, "sh",
+                           "-c", "echo up; exec sleep 120"],
+                          env=self.slurm_env(), cwd=self.tmp)
+        job.wait_line(lambda l: l.endswith("<stdout>:up"), count=4,
+                      timeout=60)
+        agents = {}
+        for pid, comm, _ in hvdtest.marked_procs(self.marker):
+            if comm == "hvd-agent":
+                with open("/proc/%d/environ" % pid, "rb") as f:
+                    env = dict(v.partition(b"=")[::2]
+                               for v in f.read().split(b"\0"))
+                agents[env.get(b"SLURMD_NODENAME", b"").decode()] = pid
+        self.assertEqual(sorted(agents), list(slurmfix.NODES), agents)
+        os.kill(agents["hvdnode2"], signal.SIGKILL)
+        rc = job.wait(30)
+        self.assertEqual(rc, 1, job.describe())
+        self.assertRegex(job.err, ERR + r"host hvdnode2: hvd-agent exited "
+                         r"with status \d+ with 2 ranks still running")
+        self.assertLeftNothing()
+
     def test_sigkill_horovodrun_in_salloc(self):
         # horovodrun killed with SIGKILL: its srun children lose their
         # stdin, the agents see the channel close and stop their ranks.
