@@ -528,6 +528,12 @@ static int setup(struct mpijob *job, struct hr_mpicmd *cmd)
     char mpirun[PATH_MAX], wrapper[PATH_MAX], err[512];
     int rc;
 
+    if (!HVD_HAVE_MPI) {
+        hvd_log_error("--mpi needs a build with MPI, and this one has none; "
+                      "rebuild with Open MPI (libopenmpi-dev) and "
+                      "-Dmpi=enabled, or drop --mpi");
+        return HR_EXIT_USAGE;
+    }
     if (hvd_spawn_resolve("mpirun", environ, mpirun, sizeof(mpirun)) != 0) {
         hvd_log_error("--mpi needs Open MPI's mpirun, and there is none on "
                       "PATH; install Open MPI or drop --mpi");
@@ -538,10 +544,6 @@ static int setup(struct mpijob *job, struct hr_mpicmd *cmd)
                       "reinstall horovodrun");
         return HR_EXIT_INTERNAL;
     }
-    if (!HVD_HAVE_MPI)
-        hvd_log_warn("this libhvd was built without MPI: ranks that call "
-                     "hvd_init() will fail under --mpi (rebuild with "
-                     "-Dmpi=enabled)");
     if (o->agent_path)
         hvd_log_warn("--agent-path does nothing under --mpi");
     if (o->rendezvous_addr)
