@@ -72,6 +72,7 @@ import os
 import random
 import re
 import signal
+import subprocess
 import sys
 import threading
 import time
@@ -515,7 +516,7 @@ def run_trial(plan):
         bound = BOUNDS[plan.scenario]
         try:
             out.rc = job.proc.wait(timeout=bound + 10)
-        except Exception:
+        except subprocess.TimeoutExpired:
             out.fail("horovodrun still running %.0f s after the action" %
                      (bound + 10))
             out.hung = True

@@ -1,7 +1,9 @@
-/* Invariant checks for the fuzz targets: a broken one aborts the run. */
+/* What the fuzz targets share: invariant checks (a broken one aborts the
+ * run), the job secret and nonce of sealed inputs, a small PRNG. */
 #ifndef HVD_FUZZ_CHECK_H
 #define HVD_FUZZ_CHECK_H
 
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 
@@ -17,5 +19,21 @@
             abort();                                                           \
         }                                                                      \
     } while (0)
+
+/* The job secret and nonce that fuzz_rdvproto seals with and gen_corpus
+ * seals its seeds with, so that sealed seeds pass the MAC check. */
+#define FUZZ_SECRET "fuzz-secret-0123456789abcdefghi"
+#define FUZZ_NONCE "fuzz-nonce-0123456789abcdefghijk"
+
+/* xorshift32: chunk sizes drawn from an input's own bytes. */
+static inline uint32_t fuzz_next_rand(uint32_t *state)
+{
+    uint32_t x = *state;
+    x ^= x << 13;
+    x ^= x >> 17;
+    x ^= x << 5;
+    *state = x;
+    return x;
+}
 
 #endif

@@ -58,16 +58,6 @@ static int ref_parse(const uint8_t *s, size_t len, uint32_t max,
     }
 }
 
-static uint32_t next_rand(uint32_t *state)
-{
-    uint32_t x = *state;
-    x ^= x << 13;
-    x ^= x >> 17;
-    x ^= x << 5;
-    *state = x;
-    return x;
-}
-
 /* Re-encodes a frame through the payload writer: it must give the same
  * bytes the stream held. */
 static void check_reencode(const uint8_t *want, const struct hvd_frame *f)
@@ -108,7 +98,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 
     hvd_frame_reader_init(&r, max);
     while (rc == 0 && pos < len) {
-        uint32_t x = next_rand(&seed);
+        uint32_t x = fuzz_next_rand(&seed);
         /* Mostly small chunks, sometimes empty ones, sometimes the rest. */
         size_t chunk = (x & 7) == 0 ? len - pos : (x >> 3) % 67;
         if (chunk > len - pos)

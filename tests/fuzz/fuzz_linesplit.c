@@ -56,16 +56,6 @@ static void on_line(void *ctx, const char *line, size_t len,
     s->last_term = (int)term;
 }
 
-static uint32_t next_rand(uint32_t *state)
-{
-    uint32_t x = *state;
-    x ^= x << 13;
-    x ^= x >> 17;
-    x ^= x << 5;
-    *state = x;
-    return x;
-}
-
 /* Splits s in chunks (or at once when seed is 0) and records the lines. */
 static void split(const uint8_t *s, size_t len, size_t max, uint32_t seed,
                   struct seen *out)
@@ -82,7 +72,7 @@ static void split(const uint8_t *s, size_t len, size_t max, uint32_t seed,
     while (pos < len) {
         size_t chunk = len - pos;
         if (seed != 0) {
-            uint32_t x = next_rand(&seed);
+            uint32_t x = fuzz_next_rand(&seed);
             chunk = (x & 7) == 0 ? chunk : (x >> 3) % 41;
             if (chunk > len - pos)
                 chunk = len - pos;
@@ -96,7 +86,7 @@ static void split(const uint8_t *s, size_t len, size_t max, uint32_t seed,
     hvd_linesplit_finish(&ls, on_line, out);
     FUZZ_CHECK(ls.len == 0);
     hvd_linesplit_close(&ls);
-    hvd_linesplit_close(&ls);
+    hvd_linesplit_close(&ls); /* closing twice is safe */
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)

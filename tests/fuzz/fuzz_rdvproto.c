@@ -20,8 +20,8 @@
  */
 #define SEAL 0x80
 
-static const uint8_t secret[HVD_SECRET_LEN] = "fuzz-secret-0123456789abcdefghi";
-static const uint8_t nonce[HVD_NONCE_LEN] = "fuzz-nonce-0123456789abcdefghijk";
+static const uint8_t secret[HVD_SECRET_LEN] = FUZZ_SECRET;
+static const uint8_t nonce[HVD_NONCE_LEN] = FUZZ_NONCE;
 static const uint8_t other_nonce[HVD_NONCE_LEN] = "another-nonce";
 
 /* Returns a copy of body followed by MAC(secret, label, nonce, body). */

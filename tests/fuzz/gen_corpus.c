@@ -6,6 +6,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "check.h"
 #include "common/auth.h"
 #include "common/frame.h"
 #include "common/proto.h"
@@ -13,10 +14,8 @@
 #include "common/secret.h"
 #include "common/wire.h"
 
-/* The same secret and nonce as fuzz_rdvproto.c, so that sealed seeds
- * pass its MAC check. */
-static const uint8_t secret[HVD_SECRET_LEN] = "fuzz-secret-0123456789abcdefghi";
-static const uint8_t nonce[HVD_NONCE_LEN] = "fuzz-nonce-0123456789abcdefghijk";
+static const uint8_t secret[HVD_SECRET_LEN] = FUZZ_SECRET;
+static const uint8_t nonce[HVD_NONCE_LEN] = FUZZ_NONCE;
 
 static const char *root;
 static int failed;

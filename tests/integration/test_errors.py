@@ -3,12 +3,11 @@
 import os
 import pty
 import select
-import stat
 import subprocess
 import termios
 
 import hvdtest
-from hvdtest import py, sh
+from hvdtest import sh
 
 ERR = hvdtest.ERR_PREFIX
 USAGE = ("usage: horovodrun -np N [-H host:slots,...] [options] command "

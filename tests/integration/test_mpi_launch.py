@@ -21,6 +21,8 @@ import hvdtest
 from hvdtest import py, sh
 
 sys.path.insert(0, os.path.join(hvdtest.ROOT, "tests", "ssh"))
+sys.path.insert(0, os.path.join(hvdtest.ROOT, "tests", "mpi"))
+import mpienv  # noqa: E402
 import sshfix  # noqa: E402
 
 ERR = hvdtest.ERR_PREFIX
@@ -29,7 +31,7 @@ ENVDEMO = hvdtest.ENVDEMO
 COLLCHECK = os.environ.get("HVD_COLLCHECK",
                            os.path.join(hvdtest.BUILD, "tests", "runtime",
                                         "collcheck"))
-ROOT = os.geteuid() == 0
+AS_ROOT = os.geteuid() == 0
 VERBOSE_CMD = "horovodrun: mpirun command: "
 DONE_RE = re.compile(r"collcheck: rank (\d+) of (\d+): (\d+) checks, "
                      r"(\d+) failures")
@@ -299,7 +301,7 @@ os.write(1, b"cr\rcrlf\r\nno newline")
         self.assertRc(res, 0)
         argv = mpirun_command(res)
         self.assertEqual(os.path.basename(argv[0]), "mpirun")
-        self.assertEqual("--allow-run-as-root" in argv, ROOT)
+        self.assertEqual("--allow-run-as-root" in argv, AS_ROOT)
         self.assertIn("--tag-output", argv)
         self.assertTrue(has_pair(argv, "-np", "2"), argv)
         self.assertTrue(has_pair(argv, "-H", "localhost:2"), argv)
@@ -447,17 +449,9 @@ os.write(1, b"cr\rcrlf\r\nno newline")
     def check_collcheck(self, np):
         if not have_mpi_backend():
             self.skipTest("this build has no MPI backend (HVD_HAVE_MPI 0)")
-        # Under the sanitizers, only Open MPI's own reports are suppressed
-        # (tests/mpi's files), in these runs that start MPI.
-        supp = os.path.join(hvdtest.ROOT, "tests", "mpi")
-        env = self.env()
-        for name, opt in (
-                ("LSAN_OPTIONS",
-                 "suppressions=" + os.path.join(supp, "lsan-openmpi.supp")),
-                ("ASAN_OPTIONS", "fast_unwind_on_malloc=0"),
-                ("TSAN_OPTIONS",
-                 "suppressions=" + os.path.join(supp, "tsan-openmpi.supp"))):
-            env[name] = env[name] + ":" + opt if env.get(name) else opt
+        # These runs start MPI: Open MPI's own sanitizer reports are
+        # suppressed.
+        env = mpienv.add_openmpi_suppressions(self.env())
         res = self.run_mpi("-np", np, "--log-level", "debug", COLLCHECK,
                            env=env, timeout=240)
         self.assertRc(res, 0)
@@ -487,7 +481,7 @@ os.write(1, b"cr\rcrlf\r\nno newline")
     def test_launch_time(self):
         """horovodrun --mpi -np 4 true against mpirun -np 4 true."""
         env = self.env()
-        plain = [MPIRUN] + (["--allow-run-as-root"] if ROOT else []) + [
+        plain = [MPIRUN] + (["--allow-run-as-root"] if AS_ROOT else []) + [
             "-np", "4", "-H", "localhost:4", "true"]
         ours = hvdtest.hr_args("--mpi", "-np", "4", "true")
 

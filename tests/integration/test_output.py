@@ -1,8 +1,6 @@
 """Integration tests: rank output on the terminal and in --output-filename."""
 
 import os
-import re
-import signal
 import time
 
 import hvdtest

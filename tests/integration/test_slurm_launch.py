@@ -45,9 +45,6 @@ print("rank %s on %s" % (os.environ["HOROVOD_RANK"],
                          os.environ["HOROVOD_HOSTNAME"]))
 """
 
-SLURM_VARS = ("SLURM_JOB_NODELIST", "SLURM_NODELIST", "SLURM_TASKS_PER_NODE")
-
-
 class SlurmLaunch(hvdtest.TestCase):
     def setUp(self):
         super().setUp()
@@ -61,9 +58,7 @@ class SlurmLaunch(hvdtest.TestCase):
 
     def alloc_env(self, nodes="127.0.0.[2-3]", tasks="2,1",
                   var="SLURM_JOB_NODELIST", path=None, **extra):
-        env = self.env(**extra)
-        for k in SLURM_VARS:
-            env.pop(k, None)
+        env = self.env(**extra)  # without any allocation around the tests
         if nodes is not None:
             env[var] = nodes
         if tasks is not None:

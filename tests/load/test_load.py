@@ -96,9 +96,6 @@ class LoadBase(hvdtest.TestCase):
     def hr_pre(self):
         return []
 
-    def env(self):
-        return hvdtest.base_env(self.marker)
-
     def new_digests(self):
         d = os.path.join(self.tmp, "digests")
         os.mkdir(d)

@@ -36,71 +36,54 @@ static double now(void)
     return (double)t.tv_sec + (double)t.tv_nsec / 1e9;
 }
 
-typedef double value_fn(int r, size_t i);
-
 /* Sums that leave every integer type's range (exact in a double). */
-static double big(int r, size_t i)
+static double big(int r, size_t i, hvd_op op)
 {
+    (void)op;
     static const double v[] = {100, 200, 1073741824.0, 4611686018427387904.0};
     return v[i % 4] + (double)r;
 }
 
 /* Products that wrap: 16 * 16 is 0 modulo 2^8. */
-static double sixteen(int r, size_t i)
+static double sixteen(int r, size_t i, hvd_op op)
 {
+    (void)op;
     (void)r;
     return i % 2 ? 16 : 65536;
 }
 
 /* NaN on the last rank in every third element. */
-static double nan_last(int r, size_t i)
+static double nan_last(int r, size_t i, hvd_op op)
 {
+    (void)op;
     return r == size - 1 && i % 3 == 0 ? NAN : (double)r - (double)(i % 5);
 }
 
 /* One large value and ones: rounding after each addition would lose the
  * ones (float16 has a spacing of 2 at 2048, bfloat16 at 256). */
-static double ones(int r, size_t i)
+static double ones(int r, size_t i, hvd_op op)
 {
+    (void)op;
     (void)i;
     return r == 0 ? 2048 : 1;
 }
 
-static double ones_bf16(int r, size_t i)
+static double ones_bf16(int r, size_t i, hvd_op op)
 {
+    (void)op;
     (void)i;
     return r == 0 ? 256 : 1;
 }
 
-/* The serial reference: libhvd's kernels, rank by rank in order. */
-static void reference(void *out, size_t n, hvd_dtype dt, hvd_op op, value_fn *f)
-{
-    hvd_dtype adt = hvd__acc_dtype(dt);
-    size_t es = hvd_dtype_size(dt), aes = hvd_dtype_size(adt);
-    uint8_t *in = malloc(n * es + 1), *acc = malloc(n * aes + 1),
-            *tmp = malloc(n * aes + 1);
-    for (int r = 0; r < size; r++) {
-        for (size_t i = 0; i < n; i++)
-            store(in, i, dt, f(r, i));
-        hvd__widen(r == 0 ? acc : tmp, in, n, dt);
-        if (r > 0)
-            hvd__reduce(acc, tmp, n, adt, op);
-    }
-    hvd__finish(out, acc, n, dt, op, size);
-    free(in);
-    free(acc);
-    free(tmp);
-}
-
-static void test_allreduce(hvd_dtype dt, hvd_op op, size_t n, value_fn *f,
+static void test_allreduce(hvd_dtype dt, hvd_op op, size_t n, elems_value_fn *f,
                            const char *what)
 {
     size_t es = hvd_dtype_size(dt);
     uint8_t *buf = malloc(n * es + 1), *want = malloc(n * es + 1);
     char name[160];
     for (size_t i = 0; i < n; i++)
-        store(buf, i, dt, f(rank, i));
-    reference(want, n, dt, op, f);
+        store(buf, i, dt, f(rank, i, op));
+    elems_reference(want, n, dt, op, size, f);
     snprintf(name, sizeof(name), "%s %s %s n=%zu", what, dt_names[dt],
              op_names[op], n);
     int rc = hvd_allreduce(buf, buf, n, dt, op, name);

@@ -12,6 +12,8 @@ import sys
 import time
 import unittest
 
+import mpienv
+
 HAVE_MPI = os.environ.get("HVD_HAVE_MPI") == "1"
 MPIRUN = os.environ.get("HVD_MPIRUN", "")
 HR = os.environ["HVD_HOROVODRUN"]
@@ -34,13 +36,6 @@ MPI_VARS = ("OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE",
             "HOROVOD_RANK")
 
 
-# Under the sanitizers, reports about Open MPI's own code (and only those)
-# are suppressed in processes that start MPI; see the files.
-HERE = os.path.dirname(os.path.abspath(__file__))
-LSAN_SUPP = os.path.join(HERE, "lsan-openmpi.supp")
-TSAN_SUPP = os.path.join(HERE, "tsan-openmpi.supp")
-
-
 def clean_env(**extra):
     env = {k: v for k, v in os.environ.items() if k not in MPI_VARS}
     env.update(extra)
@@ -49,12 +44,7 @@ def clean_env(**extra):
 
 def mpi_env(**extra):
     """clean_env for processes that start MPI."""
-    env = clean_env(**extra)
-    for name, opt in (("LSAN_OPTIONS", "suppressions=" + LSAN_SUPP),
-                      ("ASAN_OPTIONS", "fast_unwind_on_malloc=0"),
-                      ("TSAN_OPTIONS", "suppressions=" + TSAN_SUPP)):
-        env[name] = env[name] + ":" + opt if env.get(name) else opt
-    return env
+    return mpienv.add_openmpi_suppressions(clean_env(**extra))
 
 
 def run(args, env=None, timeout=180):

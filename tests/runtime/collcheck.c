@@ -30,26 +30,6 @@ static double value(int r, size_t i, hvd_op op)
     return (double)((int)((i * 7 + (size_t)r * 13) % 23) - 11);
 }
 
-/* The reference: the same kernels, applied rank by rank in order. */
-static void reference(void *out, size_t n, hvd_dtype dt, hvd_op op)
-{
-    hvd_dtype adt = hvd__acc_dtype(dt);
-    size_t es = hvd_dtype_size(dt), aes = hvd_dtype_size(adt);
-    uint8_t *in = malloc(n * es + 1), *acc = malloc(n * aes + 1),
-            *tmp = malloc(n * aes + 1);
-    for (int r = 0; r < size; r++) {
-        for (size_t i = 0; i < n; i++)
-            store(in, i, dt, value(r, i, op));
-        hvd__widen(r == 0 ? acc : tmp, in, n, dt);
-        if (r > 0)
-            hvd__reduce(acc, tmp, n, adt, op);
-    }
-    hvd__finish(out, acc, n, dt, op, size);
-    free(in);
-    free(acc);
-    free(tmp);
-}
-
 static void check(int ok, const char *what)
 {
     checks++;
@@ -89,7 +69,7 @@ static void test_allreduce(size_t n, hvd_dtype dt, hvd_op op, int inplace)
     char what[160];
     for (size_t i = 0; i < n; i++)
         store(in, i, dt, value(rank, i, op));
-    reference(want, n, dt, op);
+    elems_reference(want, n, dt, op, size, value);
     snprintf(what, sizeof(what), "allreduce %s %s n=%zu%s", dt_names[dt],
              op_names[op], n, inplace ? " in place" : "");
     int rc = inplace ? hvd_allreduce(in, in, n, dt, op, what)

@@ -1,10 +1,12 @@
-/* Test programs' element helpers: dtype and op names, and storing a value
- * as an element of any dtype (shared by collcheck and mpicheck). */
+/* Test programs' element helpers: dtype and op names, storing a value as an
+ * element of any dtype, and the serial reference result (shared by
+ * collcheck and mpicheck). */
 #ifndef HVD_TEST_ELEMS_H
 #define HVD_TEST_ELEMS_H
 
 #include <stddef.h>
 #include <stdint.h>
+#include <stdlib.h>
 
 #include "hvd.h"
 #include "reduce.h"
@@ -44,6 +46,31 @@ static inline void store(void *buf, size_t i, hvd_dtype dt, double v)
         ((double *)buf)[i] = v;
         break;
     }
+}
+
+/* Element i of rank r's input (for op). */
+typedef double elems_value_fn(int r, size_t i, hvd_op op);
+
+/* The serial reference of an allreduce over nranks inputs given by f:
+ * libhvd's kernels, applied rank by rank in order. */
+static inline void elems_reference(void *out, size_t n, hvd_dtype dt, hvd_op op,
+                                   int nranks, elems_value_fn *f)
+{
+    hvd_dtype adt = hvd__acc_dtype(dt);
+    size_t es = hvd_dtype_size(dt), aes = hvd_dtype_size(adt);
+    uint8_t *in = malloc(n * es + 1), *acc = malloc(n * aes + 1),
+            *tmp = malloc(n * aes + 1);
+    for (int r = 0; r < nranks; r++) {
+        for (size_t i = 0; i < n; i++)
+            store(in, i, dt, f(r, i, op));
+        hvd__widen(r == 0 ? acc : tmp, in, n, dt);
+        if (r > 0)
+            hvd__reduce(acc, tmp, n, adt, op);
+    }
+    hvd__finish(out, acc, n, dt, op, nranks);
+    free(in);
+    free(acc);
+    free(tmp);
 }
 
 #endif

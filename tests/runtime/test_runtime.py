@@ -191,9 +191,12 @@ class RuntimeTest(unittest.TestCase):
         self.assertAllRanksPass(p.stdout, 3)
 
     def test_dead_rank_fails_the_others(self):
-        p, took = run([HR, "-np", "4", "--kill-grace", "20", CHECK,
-                       "--die-rank", "1"], timeout=120)
+        # Four ranks on one host: the others wait for rank 1 in shared
+        # memory.
+        p, took = run([HR, "-np", "4", "--kill-grace", "20", "--log-level",
+                       "debug", CHECK, "--die-rank", "1"], timeout=120)
         self.assertEqual(p.returncode, 137, p.stdout + p.stderr)
+        self.assertIn("transport: shared memory", p.stderr)
         self.assertIn("rank 1 (host localhost, local_rank 1) was killed by "
                       "signal 9 (SIGKILL)", p.stderr)
         for r in (0, 2, 3):
