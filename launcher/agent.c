@@ -92,13 +92,11 @@ static uint8_t *batch_reserve(struct agent *ag, size_t n)
 
 void agent_send(struct agent *ag, uint8_t *frame, size_t len)
 {
-    /* Control frames are few and small: copied behind the gathered lines,
-     * so that a rank's EXIT always follows its last line. */
-    uint8_t *p = batch_reserve(ag, len);
-    if (p != NULL)
-        memcpy(p, frame, len);
-    free(frame);
+    /* Control frames are few: the gathered lines go first, then the
+     * frame on its own; uv_write keeps the order, so a rank's EXIT always
+     * follows its last line. */
     agent_flush(ag);
+    write_out(ag, frame, len);
 }
 
 void agent_send_line(struct agent *ag, uint32_t rank, uint8_t stream,

@@ -689,8 +689,11 @@ static int setup(struct hr_job *job)
                 rc = HVD_ENOMEM;
             if (rc == HVD_ENOMEM)
                 hvd_log_error("out of memory");
-            if (rc != 0)
+            if (rc != 0) {
+                /* Not counted in nagents: the cleanup never sees it. */
+                hvd_strvec_close(&a->argv);
                 return rc == HVD_ENOMEM ? HR_EXIT_INTERNAL : HR_EXIT_USAGE;
+            }
             job->remote = 1;
         }
         if ((int)h == plan->ranks[0].host)
