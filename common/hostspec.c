@@ -4,9 +4,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
-#include <stdarg.h>
 #include <stdint.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -16,7 +14,6 @@
 
 /* Largest hostfile we read; anything bigger is not a list of machines. */
 #define HOSTFILE_MAX ((size_t)16 << 20)
-/* Longest piece of a bad hostfile line quoted back in a message. */
 
 /* One host of the list, as the duplicate check sees it. */
 struct seen {

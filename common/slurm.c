@@ -10,7 +10,6 @@
 #include "errmsg.h"
 #include "hvd_err.h"
 
-/* Longest piece of the input quoted back in a message. */
 /* Numbers in brackets stop here; node numbers are never this large. */
 #define NUM_MAX 999999999999999999ULL
 
@@ -645,14 +644,48 @@ static void dup_err(const struct hvd_hostlist *hl, size_t before,
                q);
 }
 
+int hvd_slurm_hostlist_parsed(struct hvd_hostlist *hl,
+                              const struct hvd_strvec *names,
+                              const struct hvd_slurm_tasks *tasks,
+                              const char *tasks_per_node, char *err,
+                              size_t errlen)
+{
+    char q[HVD_QUOTE_MAX + 1];
+    size_t before;
+    size_t i;
+    int rc;
+
+    rc = hvd_errmsg_start(err, errlen,
+                          hl != NULL && names != NULL &&
+                              (tasks == NULL || tasks_per_node != NULL));
+    if (rc < 0)
+        return rc;
+    before = hl->n;
+    if (tasks != NULL && tasks->n != names->n) {
+        hvd_quote(q, tasks_per_node, strlen(tasks_per_node));
+        hvd_seterr(err, errlen,
+                   "Slurm tasks per node '%s' covers %zu node%s, but the node "
+                   "list names %zu",
+                   q, tasks->n, tasks->n == 1 ? "" : "s", names->n);
+        return HVD_EPARSE;
+    }
+    for (i = 0; rc == 0 && i < names->n; i++)
+        rc = hvd_hostlist_add(hl, names->v[i],
+                              tasks != NULL ? tasks->counts[i] : 1);
+    if (rc == HVD_EDUP)
+        dup_err(hl, before, names->v[i - 1], err, errlen);
+    else if (rc == HVD_ENOMEM)
+        hvd_seterr(err, errlen, "out of memory");
+    if (rc < 0)
+        truncate_hosts(hl, before);
+    return rc;
+}
+
 int hvd_slurm_hostlist(struct hvd_hostlist *hl, const char *nodelist,
                        const char *tasks_per_node, char *err, size_t errlen)
 {
     struct hvd_slurm_tasks t;
     struct hvd_strvec names;
-    char q[HVD_QUOTE_MAX + 1];
-    size_t before = 0;
-    size_t i;
     int rc;
 
     hvd_strvec_init(&names);
@@ -660,29 +693,14 @@ int hvd_slurm_hostlist(struct hvd_hostlist *hl, const char *nodelist,
     rc = hvd_errmsg_start(err, errlen, hl != NULL && nodelist != NULL);
     if (rc < 0)
         goto out;
-    before = hl->n;
     rc = hvd_slurm_expand(&names, nodelist, err, errlen);
     if (rc == 0 && tasks_per_node != NULL)
         rc = hvd_slurm_tasks_parse(&t, tasks_per_node, err, errlen);
     if (rc < 0)
         goto out;
-    if (tasks_per_node != NULL && t.n != names.n) {
-        hvd_quote(q, tasks_per_node, strlen(tasks_per_node));
-        hvd_seterr(err, errlen,
-                   "Slurm tasks per node '%s' covers %zu node%s, but the node "
-                   "list names %zu",
-                   q, t.n, t.n == 1 ? "" : "s", names.n);
-        rc = HVD_EPARSE;
-        goto out;
-    }
-    for (i = 0; rc == 0 && i < names.n; i++)
-        rc = hvd_hostlist_add(hl, names.v[i], t.counts ? t.counts[i] : 1);
-    if (rc == HVD_EDUP)
-        dup_err(hl, before, names.v[i - 1], err, errlen);
-    else if (rc == HVD_ENOMEM)
-        hvd_seterr(err, errlen, "out of memory");
-    if (rc < 0)
-        truncate_hosts(hl, before);
+    rc = hvd_slurm_hostlist_parsed(hl, &names,
+                                   tasks_per_node != NULL ? &t : NULL,
+                                   tasks_per_node, err, errlen);
 out:
     hvd_strvec_close(&names);
     hvd_slurm_tasks_close(&t);

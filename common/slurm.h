@@ -66,5 +66,17 @@ int hvd_slurm_tasks_parse(struct hvd_slurm_tasks *t, const char *tasks,
  */
 int hvd_slurm_hostlist(struct hvd_hostlist *hl, const char *nodelist,
                        const char *tasks_per_node, char *err, size_t errlen);
+/*
+ * hvd_slurm_hostlist on a node list and tasks per node parsed already:
+ * names from hvd_slurm_expand, tasks from hvd_slurm_tasks_parse of the
+ * text tasks_per_node (quoted in the message when the counts do not cover
+ * the nodes), or both NULL for one slot each. Returns and errors as
+ * hvd_slurm_hostlist.
+ */
+int hvd_slurm_hostlist_parsed(struct hvd_hostlist *hl,
+                              const struct hvd_strvec *names,
+                              const struct hvd_slurm_tasks *tasks,
+                              const char *tasks_per_node, char *err,
+                              size_t errlen);
 
 #endif

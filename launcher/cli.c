@@ -176,7 +176,6 @@ static int opt_launcher(struct hr_opts *o, const char *arg, char *err, size_t n)
         snprintf(err, n, "--launcher must be slurm or ssh, got '%.100s'", arg);
         return -1;
     }
-    o->launcher_set = 1;
     return 0;
 }
 
@@ -493,7 +492,8 @@ int hr_cli_parse(struct hr_opts *o, int argc, char **argv, FILE *out, char *err,
         return HR_CLI_USAGE;
     }
     int in_slurm = hr_slurm_nodelist_var() != NULL;
-    if (o->launcher_set && o->mpi) {
+    /* Still AUTO here unless --launcher was given. */
+    if (o->launcher != HR_LAUNCH_AUTO && o->mpi) {
         snprintf(err, errlen,
                  "--launcher cannot be used with --mpi: mpirun starts its "
                  "own daemons");

@@ -39,7 +39,6 @@ struct hr_opts {
     const char *hierarchical; /* "1", "0", or NULL: the runtime decides */
     const char *log_level;
     int launcher;         /* enum hr_launcher; never AUTO after parsing */
-    int launcher_set;     /* --launcher was given */
     int mpi;              /* --mpi: run the ranks with mpirun */
     int gloo;             /* --gloo: horovodrun's own launcher, said aloud */
     const char *mpi_args; /* --mpi-args, split like a shell would */

@@ -50,8 +50,7 @@ static void send_simple(struct hr_agent *a, uint8_t type, uint32_t value,
         hr_link_send(a, f, len, 0);
 }
 
-/* "SIGKILL" for 9; "SIG?" for numbers without a name. */
-static const char *sig_name(int sig)
+const char *hr_sig_name(int sig)
 {
     static char buf[16];
     const char *abbrev = sigabbrev_np(sig);
@@ -64,19 +63,22 @@ static const char *host_name(const struct hr_job *job, int h)
     return job->hosts->hosts[h].name;
 }
 
-/* Whether a failure reported now should be named instead of the rank
- * failure recorded first: that one exited with a code (the echo), this
- * one came soon after, before any signal of ours could have caused it
- * (the stop's SIGTERM is excluded by the caller; its SIGKILL comes only
- * after the kill grace). */
+int hr_is_the_cause(const struct hr_rank_state *ranks, int failed_rank,
+                    uint64_t failed_at, int interrupt_sig, uint64_t now,
+                    double kill_grace)
+{
+    if (failed_rank < 0 || interrupt_sig ||
+        ranks[failed_rank].kind != HVD_EXIT_CODE)
+        return 0;
+    uint64_t since = now - failed_at;
+    return since < CAUSE_WINDOW_MS && since < (uint64_t)(kill_grace * 1000);
+}
+
 static int is_the_cause(const struct hr_job *job)
 {
-    if (job->failed_rank < 0 || job->interrupt_sig ||
-        job->ranks[job->failed_rank].kind != HVD_EXIT_CODE)
-        return 0;
-    uint64_t since = uv_now(job->loop) - job->failed_at;
-    return since < CAUSE_WINDOW_MS &&
-           since < (uint64_t)(job->opts->kill_grace * 1000);
+    return hr_is_the_cause(job->ranks, job->failed_rank, job->failed_at,
+                           job->interrupt_sig, uv_now(job->loop),
+                           job->opts->kill_grace);
 }
 
 /* Records an agent-level failure (the first one wins) and ends the job. */
@@ -416,7 +418,7 @@ static void agent_lost(struct hr_job *job, struct hr_agent *a)
         fail_job(job,
                  "host %s: hvd-agent was killed by signal %d (%s) with %d "
                  "ranks still running",
-                 a->name, a->term_signal, sig_name(a->term_signal), lost);
+                 a->name, a->term_signal, hr_sig_name(a->term_signal), lost);
     else
         fail_job(job,
                  "host %s: hvd-agent exited with status %lld with %d ranks "
@@ -498,7 +500,7 @@ static void on_signal(uv_signal_t *h, int sig)
     job->interrupt_sig = sig;
     hvd_log_warn("received %s; forwarding it to all ranks (again to "
                  "kill them at once)",
-                 sig_name(sig));
+                 hr_sig_name(sig));
     for (int i = 0; i < job->nagents; i++) {
         struct hr_agent *a = &job->agents[i];
         if (a->running && a->hello && job->started)
@@ -523,11 +525,6 @@ static void on_start_timeout(uv_timer_t *t)
     stop_all(job, 1);
 }
 
-const char *hr_sig_name(int sig)
-{
-    return sig_name(sig);
-}
-
 int hr_job_report_rank(const char *why, int r, const char *host, int local_rank,
                        uint8_t kind, int32_t code, const char *cmd)
 {
@@ -539,7 +536,7 @@ int hr_job_report_rank(const char *why, int r, const char *host, int local_rank,
     case HVD_EXIT_SIGNAL:
         hvd_log_error("%srank %d (host %s, local_rank %d) was killed by "
                       "signal %d (%s); the job was stopped",
-                      why, r, host, local_rank, code, sig_name(code));
+                      why, r, host, local_rank, code, hr_sig_name(code));
         return 128 + (code & 127);
     default:
         hvd_log_error("%srank %d (host %s, local_rank %d) exited with code %d;"
@@ -566,7 +563,7 @@ static int summarize(struct hr_job *job)
     char intr[64] = "";
     if (job->interrupt_sig) {
         snprintf(intr, sizeof(intr),
-                 "interrupted by %s: ", sig_name(job->interrupt_sig));
+                 "interrupted by %s: ", hr_sig_name(job->interrupt_sig));
         why = intr;
     }
     if (job->failed_rank < 0) {
@@ -613,27 +610,34 @@ static int rdv_addr(struct hr_job *job, char *out, size_t len)
     return 0;
 }
 
-/* Sets a's command to srun starting hvd-agent on its host. Returns 0,
- * HVD_ENOMEM, or HVD_EINVAL once it printed why. */
-static int srun_agent(struct hr_agent *a)
-{
-    const char *agent = a->job->opts->agent_path;
-    char srun[PATH_MAX], here[PATH_MAX];
+/* srun and the hvd-agent it starts, found once for all the Slurm hosts. */
+struct srun_paths {
+    int found;
+    char srun[PATH_MAX];
+    char here[PATH_MAX];
+    const char *agent;
+};
 
-    if (hvd_spawn_resolve("srun", environ, srun, sizeof(srun)) != 0) {
+/* Finds srun on PATH and the agent, at the first host that needs them.
+ * Returns 0, or HVD_EINVAL once it printed why. */
+static int srun_find(const struct hr_opts *o, struct srun_paths *sp)
+{
+    if (sp->found)
+        return 0;
+    if (hvd_spawn_resolve("srun", environ, sp->srun, sizeof(sp->srun)) != 0) {
         hvd_log_error("--launcher slurm needs srun, and there is none on "
                       "PATH; add Slurm's bin directory to PATH or use "
                       "--launcher ssh");
         return HVD_EINVAL;
     }
-    if (agent == NULL) {
-        if (hr_link_agent_path(here, sizeof(here)) != 0) {
-            hvd_log_error("cannot find hvd-agent next to horovodrun");
-            return HVD_EINVAL;
-        }
-        agent = here;
+    sp->agent = o->agent_path ? o->agent_path : sp->here;
+    if (o->agent_path == NULL &&
+        hr_link_sibling_path("hvd-agent", sp->here, sizeof(sp->here)) != 0) {
+        hvd_log_error("cannot find hvd-agent next to horovodrun");
+        return HVD_EINVAL;
     }
-    return hr_srun_argv(&a->argv, srun, a->name, agent);
+    sp->found = 1;
+    return 0;
 }
 
 /* Everything before the loop runs: returns 0 or horovodrun's exit code. */
@@ -642,6 +646,7 @@ static int setup(struct hr_job *job)
     const struct hr_opts *o = job->opts;
     const struct hvd_hostlist *hosts = job->hosts;
     const struct hvd_plan *plan = job->plan;
+    struct srun_paths sp = {0};
     char err[512];
     int rc;
 
@@ -683,9 +688,11 @@ static int setup(struct hr_job *job)
         hvd_strvec_init(&a->argv);
         rc = 0;
         if (!hr_host_is_local(a->name)) {
-            if (o->launcher == HR_LAUNCH_SLURM)
-                rc = srun_agent(a);
-            else if ((a->ssh = hr_ssh_new(a)) == NULL)
+            if (o->launcher == HR_LAUNCH_SLURM) {
+                /* Found once, and only when a host needs srun. */
+                if ((rc = srun_find(o, &sp)) == 0)
+                    rc = hr_srun_argv(&a->argv, sp.srun, a->name, sp.agent);
+            } else if ((a->ssh = hr_ssh_new(a)) == NULL)
                 rc = HVD_ENOMEM;
             if (rc == HVD_ENOMEM)
                 hvd_log_error("out of memory");

@@ -104,6 +104,17 @@ struct hr_job {
 const char *hr_sig_name(int sig);
 
 /*
+ * Whether a failure reported at now (uv_now, ms) should be named instead
+ * of the rank failure recorded first (failed_rank, at failed_at): that one
+ * exited with a code (the echo), this one came soon after, before any
+ * signal of ours could have caused it (the stop's SIGTERM is excluded by
+ * the caller; its SIGKILL comes only after kill_grace seconds).
+ */
+int hr_is_the_cause(const struct hr_rank_state *ranks, int failed_rank,
+                    uint64_t failed_at, int interrupt_sig, uint64_t now,
+                    double kill_grace);
+
+/*
  * Prints the summary line for failed rank r (why is "" or "interrupted by
  * SIGINT: ") and returns horovodrun's exit code for it; cmd is the
  * command, named when it could not be executed.

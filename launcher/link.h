@@ -27,8 +27,9 @@ void hr_link_pause(struct hr_agent *a, int pause);
 void hr_link_kill(struct hr_agent *a, int sig);
 /* Frees what the link holds, once the agent ended. */
 void hr_link_release(struct hr_agent *a);
-/* The absolute path of the hvd-agent next to this horovodrun. */
-int hr_link_agent_path(char *out, size_t len);
+/* The absolute path of the program name next to this horovodrun (such as
+ * "hvd-agent"). Returns 0, or -1 when it does not fit in len. */
+int hr_link_sibling_path(const char *name, char *out, size_t len);
 
 /* Called by the links. */
 void hr_job_agent_bytes(struct hr_agent *a, const char *buf, size_t n);

@@ -91,15 +91,16 @@ static void on_exit_cb(uv_process_t *p, int64_t status, int sig)
     maybe_ended(a);
 }
 
-int hr_link_agent_path(char *out, size_t len)
+int hr_link_sibling_path(const char *name, char *out, size_t len)
 {
     size_t n = len;
     if (uv_exepath(out, &n) != 0)
         return -1;
     char *slash = strrchr(out, '/');
-    if (slash == NULL || (size_t)(slash - out) + sizeof("/hvd-agent") > len)
+    size_t nlen = strlen(name);
+    if (slash == NULL || (size_t)(slash - out) + 1 + nlen + 1 > len)
         return -1;
-    strcpy(slash, "/hvd-agent");
+    memcpy(slash + 1, name, nlen + 1);
     return 0;
 }
 
@@ -113,7 +114,7 @@ int hr_local_link_start(struct hr_agent *a, char *const *argv)
 
     if (argv != NULL)
         snprintf(path, sizeof(path), "%s", argv[0]);
-    else if (hr_link_agent_path(path, sizeof(path)) != 0) {
+    else if (hr_link_sibling_path("hvd-agent", path, sizeof(path)) != 0) {
         snprintf(a->failure, sizeof(a->failure),
                  "cannot find hvd-agent next to horovodrun");
         return -1;

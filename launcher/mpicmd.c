@@ -143,9 +143,10 @@ char *hr_shell_join(char *const *words)
  * and the user's HOROVOD_*, the ones a rank's program and its libraries
  * commonly need on every host, but not those hvd-mpi-rank sets per rank
  * nor a rendezvous's, which means nothing under mpirun. (On this host
- * mpirun's ranks see its whole environment anyway.)
+ * mpirun's ranks see its whole environment anyway.) Whether the variable
+ * NAME (len bytes) is one of them.
  */
-int hr_mpicmd_exported(const char *name, size_t len)
+static int exported(const char *name, size_t len)
 {
     static const char *const prefixes[] = {"HOROVOD_", "HVD_", "NCCL_",
                                            "PYTHON"};
@@ -184,7 +185,7 @@ static int push_exports(struct hvd_strvec *argv)
     hvd_strvec_init(&names);
     for (char **e = environ; *e && rc == 0; e++) {
         const char *eq = strchr(*e, '=');
-        if (eq && hr_mpicmd_exported(*e, (size_t)(eq - *e)))
+        if (eq && exported(*e, (size_t)(eq - *e)))
             rc = hvd_strvec_pushn(&names, *e, (size_t)(eq - *e));
     }
     if (rc == 0 && names.n > 0)

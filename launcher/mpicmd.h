@@ -51,7 +51,4 @@ void hr_mpicmd_close(struct hr_mpicmd *c);
  * up when given, else Open MPI's default of 1. */
 int hr_mpicmd_stop_step(const struct hr_opts *o);
 
-/* Whether the variable NAME travels to the ranks with -x. */
-int hr_mpicmd_exported(const char *name, size_t len);
-
 #endif

@@ -24,7 +24,11 @@
     "usage: " PROG " [--plan host:n,...] [--no-gpu-pinning] -- command "       \
     "[args...]"
 
-/* Where Open MPI's mpirun puts each process. */
+/* The signals mpirun sends to the rank's process group, which the rank
+ * gets directly: this process only has to outlive the rank to report it
+ * (SIGTERM also arrives when mpirun dies, see main). */
+static const int caught[] = {SIGTERM, SIGINT,  SIGHUP, SIGUSR1,
+                             SIGUSR2, SIGALRM, SIGABRT};
 
 struct wrapper;
 
@@ -40,8 +44,7 @@ struct wrapper {
     uv_loop_t *loop;
     uv_process_t proc;
     struct stream out, err;
-    uv_signal_t sigs[7];
-    int nsigs;
+    uv_signal_t sigs[sizeof(caught) / sizeof(caught[0])];
     uv_timer_t drain;
     pid_t parent;
     int reaped;
@@ -51,12 +54,6 @@ struct wrapper {
     struct hr_mpibuf buf; /* records not yet written */
     char readbuf[65536];
 };
-
-/* The signals mpirun sends to the rank's process group, which the rank
- * gets directly: this process only has to outlive the rank to report it
- * (SIGTERM also arrives when mpirun dies, see main). */
-static const int caught[] = {SIGTERM, SIGINT,  SIGHUP, SIGUSR1,
-                             SIGUSR2, SIGALRM, SIGABRT};
 
 /* Ends the rank and all it started: mpirun, the only reader of our
  * records and the one who would stop them, is gone. */

@@ -17,6 +17,7 @@
 #include "common/proto.h"
 #include "hvd_build.h"
 #include "job.h"
+#include "link.h"
 #include "mpicmd.h"
 #include "mpiwire.h"
 #include "net.h"
@@ -30,9 +31,6 @@ extern char **environ;
 /* How long mpirun gets to stop the ranks after a signal was forwarded,
  * beyond its SIGCONT, SIGTERM, SIGKILL steps, before it is killed. */
 #define STOP_SLACK_MS 10000
-/* As job.c: a rank killed by a signal this soon after a rank exited with
- * an error code is named instead (the exit is usually its echo). */
-#define CAUSE_WINDOW_MS 1000
 
 struct mpijob;
 
@@ -87,18 +85,6 @@ static void maybe_end(struct mpijob *job)
         uv_stop(job->loop);
 }
 
-/* Whether a signal death reported now names the failure instead of the
- * exit recorded first (job.c's rule). */
-static int is_the_cause(const struct mpijob *job)
-{
-    if (job->failed_rank < 0 || job->interrupt_sig ||
-        job->ranks[job->failed_rank].kind != HVD_EXIT_CODE)
-        return 0;
-    uint64_t since = uv_now(job->loop) - job->failed_at;
-    return since < CAUSE_WINDOW_MS &&
-           since < (uint64_t)(job->opts->kill_grace * 1000);
-}
-
 static void rank_done(struct mpijob *job, int rank, int kind, int32_t code)
 {
     struct hr_rank_state *rs = &job->ranks[rank];
@@ -114,7 +100,12 @@ static void rank_done(struct mpijob *job, int rank, int kind, int32_t code)
     int stopped = kind == HVD_EXIT_SIGNAL &&
                   (code == SIGTERM || code == SIGKILL) &&
                   (job->failed_rank >= 0 || job->interrupt_sig);
-    int cause = kind == HVD_EXIT_SIGNAL && code != SIGTERM && is_the_cause(job);
+    /* A rank killed by a signal soon after a rank exited with an error
+     * code is named instead (the exit is usually its echo): job.c's rule. */
+    int cause = kind == HVD_EXIT_SIGNAL && code != SIGTERM &&
+                hr_is_the_cause(job->ranks, job->failed_rank, job->failed_at,
+                                job->interrupt_sig, uv_now(job->loop),
+                                job->opts->kill_grace);
     if (!stopped && (job->failed_rank < 0 || cause)) {
         job->failed_rank = rank;
         job->failed_at = uv_now(job->loop);
@@ -127,13 +118,8 @@ static void hold(struct mpijob *job, const char *text, size_t len)
         job->held_cut = 1;
         return;
     }
-    if (job->held.cap < HELD_MAX) {
-        char *p = realloc(job->held.p, HELD_MAX);
-        if (p == NULL)
-            return;
-        job->held.p = p;
-        job->held.cap = HELD_MAX;
-    }
+    if (hr_mpibuf_reserve(&job->held, len + 1) != 0)
+        return;
     memcpy(job->held.p + job->held.len, text, len);
     job->held.len += len;
     job->held.p[job->held.len++] = '\n';
@@ -200,16 +186,8 @@ static void on_piece(void *ctx, int rank, const char *data, size_t len, int eol)
                      : AGENT_LINE_MAX;
     while (len > 0 || eol) {
         size_t take = len < max - b->len ? len : max - b->len;
-        if (b->cap < b->len + take) {
-            size_t cap = b->cap ? b->cap : 256;
-            while (cap < b->len + take)
-                cap *= 2;
-            char *p = realloc(b->p, cap);
-            if (p == NULL)
-                return; /* out of memory: the piece is lost */
-            b->p = p;
-            b->cap = cap;
-        }
+        if (hr_mpibuf_reserve(b, take) != 0)
+            return; /* out of memory: the piece is lost */
         if (take > 0)
             memcpy(b->p + b->len, data, take);
         b->len += take;
@@ -433,19 +411,6 @@ static int summarize(struct mpijob *job)
     return HR_EXIT_INTERNAL;
 }
 
-/* hvd-mpi-rank next to this horovodrun. */
-static int wrapper_path(char *out, size_t len)
-{
-    size_t n = len;
-    if (uv_exepath(out, &n) != 0)
-        return -1;
-    char *slash = strrchr(out, '/');
-    if (slash == NULL || (size_t)(slash - out) + sizeof("/hvd-mpi-rank") > len)
-        return -1;
-    strcpy(slash, "/hvd-mpi-rank");
-    return access(out, X_OK);
-}
-
 /* What the ranks get that is the same for all: set here, exported by
  * name with -x (see mpicmd.c). */
 static void set_job_env(const struct hvd_hostlist *hl, const struct hvd_plan *p)
@@ -539,7 +504,8 @@ static int setup(struct mpijob *job, struct hr_mpicmd *cmd)
                       "PATH; install Open MPI or drop --mpi");
         return HR_EXIT_USAGE;
     }
-    if (wrapper_path(wrapper, sizeof(wrapper)) != 0) {
+    if (hr_link_sibling_path("hvd-mpi-rank", wrapper, sizeof(wrapper)) != 0 ||
+        access(wrapper, X_OK) != 0) {
         hvd_log_error("cannot find hvd-mpi-rank next to horovodrun; "
                       "reinstall horovodrun");
         return HR_EXIT_INTERNAL;

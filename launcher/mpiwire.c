@@ -20,7 +20,7 @@ void hr_mpibuf_close(struct hr_mpibuf *b)
     b->len = b->cap = 0;
 }
 
-static int reserve(struct hr_mpibuf *b, size_t more)
+int hr_mpibuf_reserve(struct hr_mpibuf *b, size_t more)
 {
     if (b->cap - b->len >= more)
         return 0;
@@ -62,7 +62,7 @@ static void put_escaped(struct hr_mpibuf *b, const char *text, size_t len)
 int hr_mpiwire_hello(struct hr_mpibuf *b, int local_rank, const char *host)
 {
     size_t hlen = strlen(host);
-    if (reserve(b, 3 * hlen + 32) != 0)
+    if (hr_mpibuf_reserve(b, 3 * hlen + 32) != 0)
         return HVD_ENOMEM;
     b->len += (size_t)sprintf(b->p + b->len, "h%d ", local_rank);
     put_escaped(b, host, hlen);
@@ -73,7 +73,7 @@ int hr_mpiwire_hello(struct hr_mpibuf *b, int local_rank, const char *host)
 int hr_mpiwire_line(struct hr_mpibuf *b, int stream, int term, const char *text,
                     size_t len)
 {
-    if (len > (SIZE_MAX - 8) / 3 || reserve(b, 3 * len + 8) != 0)
+    if (len > (SIZE_MAX - 8) / 3 || hr_mpibuf_reserve(b, 3 * len + 8) != 0)
         return HVD_ENOMEM;
     b->p[b->len++] = stream == HVD_STREAM_STDERR ? 'e' : 'o';
     b->p[b->len++] = (char)('0' + (term & 3));
@@ -84,7 +84,7 @@ int hr_mpiwire_line(struct hr_mpibuf *b, int stream, int term, const char *text,
 
 int hr_mpiwire_exit(struct hr_mpibuf *b, int kind, int32_t code)
 {
-    if (reserve(b, 32) != 0)
+    if (hr_mpibuf_reserve(b, 32) != 0)
         return HVD_ENOMEM;
     b->len += (size_t)sprintf(b->p + b->len, "x%d %ld\n", kind, (long)code);
     return 0;

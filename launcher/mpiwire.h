@@ -30,6 +30,9 @@ struct hr_mpibuf {
 };
 
 void hr_mpibuf_close(struct hr_mpibuf *b);
+/* Room for more bytes after b->len (len unchanged): 0, or HVD_ENOMEM with
+ * the buffer unchanged. */
+int hr_mpibuf_reserve(struct hr_mpibuf *b, size_t more);
 /* Each returns 0 or HVD_ENOMEM (the buffer is unchanged then). */
 int hr_mpiwire_hello(struct hr_mpibuf *b, int local_rank, const char *host);
 int hr_mpiwire_line(struct hr_mpibuf *b, int stream, int term, const char *text,

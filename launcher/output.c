@@ -120,15 +120,8 @@ int hr_output_init(struct hr_output *o, uv_loop_t *loop,
     o->prefix = calloc((size_t)p->size, sizeof(*o->prefix));
     if (o->prefix == NULL)
         return HVD_ENOMEM;
-    for (int r = 0; r < p->size; r++) {
-        static const char *names[2] = {"stdout", "stderr"};
-        for (int k = 0; k < 2; k++) {
-            struct hr_prefix *x = &o->prefix[r];
-            int n = snprintf(x->text[k], sizeof(x->text[k]), "[%d,%d]<%s>:", r,
-                             p->ranks[r].local_rank, names[k]);
-            x->len[k] = (uint8_t)n;
-        }
-    }
+    for (int r = 0; r < p->size; r++)
+        hr_output_relabel(o, (uint32_t)r, p->ranks[r].local_rank);
     if (dir == NULL)
         return 0;
     return open_files(o, dir, err, errlen);
@@ -160,10 +153,9 @@ void hr_output_close(struct hr_output *o)
         free_chunks(s->head);
         s->head = s->tail = NULL;
         s->waiting = 0;
-        /* A worker still inside a write owns its chunks: the process is
-         * about to leave without waiting for it. */
-        if (!s->busy)
-            free_chunks(s->flight);
+        /* flight is set only while busy, and then a worker still inside a
+         * write owns its chunks: the process is about to leave without
+         * waiting for it. */
         s->flight = NULL;
     }
     free_chunks(o->spare);

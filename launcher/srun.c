@@ -32,28 +32,30 @@ int hr_slurm_hosts(struct hvd_hostlist *hl, char *err, size_t errlen)
     }
     /* Each variable alone first, so that the message names the culprit. */
     hvd_strvec_init(&names);
+    hvd_slurm_tasks_init(&t);
     rc = hvd_slurm_expand(&names, nodes, why, sizeof(why));
-    hvd_strvec_close(&names);
     if (rc != 0) {
         hvd_seterr(err, errlen, "%s: %s", var, why);
-        return rc;
+        goto out;
     }
     if (tasks != NULL) {
-        hvd_slurm_tasks_init(&t);
         rc = hvd_slurm_tasks_parse(&t, tasks, why, sizeof(why));
-        hvd_slurm_tasks_close(&t);
         if (rc != 0) {
             hvd_seterr(err, errlen, "%s: %s", HVD_ENV_SLURM_TASKS_PER_NODE,
                        why);
-            return rc;
+            goto out;
         }
     }
-    rc = hvd_slurm_hostlist(hl, nodes, tasks, why, sizeof(why));
+    rc = hvd_slurm_hostlist_parsed(hl, &names, tasks ? &t : NULL, tasks, why,
+                                   sizeof(why));
     if (rc == HVD_EPARSE)
         hvd_seterr(err, errlen, "%s and %s disagree: %s", var,
                    HVD_ENV_SLURM_TASKS_PER_NODE, why);
     else if (rc != 0)
         hvd_seterr(err, errlen, "%s: %s", var, why);
+out:
+    hvd_strvec_close(&names);
+    hvd_slurm_tasks_close(&t);
     return rc;
 }
 

@@ -498,7 +498,8 @@ static int step_channel(struct hr_ssh *s)
     }
     char path[PATH_MAX], quoted[2 * PATH_MAX], cmd[2 * PATH_MAX + 16];
     const char *ap = s->a->job->opts->agent_path;
-    if (ap == NULL && hr_link_agent_path(path, sizeof(path)) == 0)
+    if (ap == NULL &&
+        hr_link_sibling_path("hvd-agent", path, sizeof(path)) == 0)
         ap = path;
     shell_quote(quoted, sizeof(quoted), ap ? ap : "hvd-agent");
     /* Only the agent's path is on the command line; the job, its
