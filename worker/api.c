@@ -62,6 +62,7 @@ HVD_EXPORT int hvd_init(void)
         goto out;
     }
     c->rdv_fd = c->wake_fd = c->tl.fd = -1;
+    c->force_staging = hvd__env_flag(HVD_ENV_FORCE_GPU_STAGING, 0);
     hvd__ring_init(&c->ring, 0, 1);
     hvd__ring_init(&c->xring, 0, 1);
     int kind = hvd__join_kind(err, sizeof(err));
@@ -70,6 +71,11 @@ HVD_EXPORT int hvd_init(void)
         c->standalone = 1;
         c->size = c->local_size = c->cross_size = 1;
     } else {
+        /* Read by the ring and shared-memory waits, the engine's
+         * heartbeat and NCCL's waits; MPI's own collectives have no
+         * timeout (a rank hung there is mpirun's business). */
+        const char *t = getenv(HVD_ENV_PEER_TIMEOUT);
+        c->peer_timeout_s = t && atoi(t) > 0 ? atoi(t) : 30;
         rc = kind < 0               ? kind
              : kind == HVD_JOIN_MPI ? hvd__mpi_join(c, err, sizeof(err))
                                     : hvd__join(c, err, sizeof(err));

@@ -53,20 +53,14 @@ void hvd__topo_close(struct hvd_topo *t)
     memset(t, 0, sizeof(*t));
 }
 
-static int env_flag(const char *name, int dflt)
-{
-    const char *v = getenv(name);
-    return v && v[0] ? atoi(v) != 0 : dflt;
-}
-
 enum hvd_coll_mode hvd__coll_choose(const struct hvd_topo *t, int size)
 {
-    if (size < 2 || env_flag(HVD_ENV_SHM_DISABLE, 0) || t->most < 2 ||
+    if (size < 2 || hvd__env_flag(HVD_ENV_SHM_DISABLE, 0) || t->most < 2 ||
         t->most > HVD_SHM_MAX)
         return HVD_COLL_RING;
     if (t->nhosts == 1)
         return HVD_COLL_SHM;
-    if (t->contiguous && env_flag(HVD_ENV_HIERARCHICAL_ALLREDUCE, 1))
+    if (t->contiguous && hvd__env_flag(HVD_ENV_HIERARCHICAL_ALLREDUCE, 1))
         return HVD_COLL_HIER;
     return HVD_COLL_RING;
 }
@@ -134,19 +128,12 @@ int hvd__coll_gather_reduce(struct hvd_ctx *c, const void *sendbuf,
                             void *recvbuf, size_t count, hvd_dtype dt,
                             hvd_op op, char *err, size_t errlen)
 {
-    switch (c->mode) {
-    case HVD_COLL_MPI:
-        return hvd__mpi_allreduce(c, sendbuf, recvbuf, count, dt, op, err,
-                                  errlen);
-    case HVD_COLL_SHM:
-        return hvd__shm_reduce(&c->shm, sendbuf, recvbuf, count, dt, op, NULL,
-                               c->size, -1, err, errlen);
-    case HVD_COLL_HIER:
-        return hier_allreduce(c, sendbuf, recvbuf, count, dt, op, err, errlen);
-    default:
+    /* Elsewhere NULL bounds (no segments) give the same rank-order fold. */
+    if (c->mode == HVD_COLL_RING)
         return hvd__ring_gather_reduce(&c->ring, sendbuf, recvbuf, count, dt,
                                        op, err, errlen);
-    }
+    return hvd__coll_reduce_segs(c, sendbuf, recvbuf, count, dt, op, NULL, err,
+                                 errlen);
 }
 
 int hvd__coll_allreduce(struct hvd_ctx *c, const void *sendbuf, void *recvbuf,
@@ -164,13 +151,11 @@ int hvd__coll_allreduce(struct hvd_ctx *c, const void *sendbuf, void *recvbuf,
         return hvd__coll_gather_reduce(c, sendbuf, recvbuf, count, dt, op, err,
                                        errlen);
     /* The ring's segments, so that the result has the ring's bits. */
-    size_t *bounds = malloc(((size_t)c->size + 1) * sizeof(*bounds));
+    size_t *bounds = hvd__ring_bounds(count, c->size);
     if (bounds == NULL) {
         hvd__shm_abort(&c->shm);
         return HVD_ENOMEM;
     }
-    for (int i = 0; i <= c->size; i++)
-        bounds[i] = hvd__ring_seg_first(count, c->size, i);
     int rc = hvd__coll_reduce_segs(c, sendbuf, recvbuf, count, dt, op, bounds,
                                    err, errlen);
     free(bounds);

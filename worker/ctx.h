@@ -106,6 +106,7 @@ struct hvd_ctx {
     _Atomic unsigned long long noname; /* names of unnamed calls */
     double cycle_ms;         /* least time between cycles this rank starts */
     size_t fusion_threshold; /* bytes; 0 disables fusion */
+    int force_staging;       /* device buffers always take the host path */
     struct hvd_timeline tl;  /* rank 0 only */
     /* Stall inspector (rank 0): warn after stall_warn_s, give up after
      * stall_shutdown_s (0: never). */
@@ -134,6 +135,9 @@ enum hvd_join_kind {
 int hvd__join_kind(char *err, size_t errlen);
 /* Meets the other ranks (env, rendezvous, ring sockets). */
 int hvd__join(struct hvd_ctx *c, char *err, size_t errlen);
+/* A 0/1 setting from the environment: dflt when unset or empty, else
+ * whether its number is nonzero. */
+int hvd__env_flag(const char *name, int dflt);
 /* Starts the background thread. */
 int hvd__engine_start(struct hvd_ctx *c);
 /* Hands op to the thread; it completes on its own (hvd__engine_wait). */
@@ -153,6 +157,10 @@ int hvd__ring_failed(struct hvd_ctx *c, int rc, const char *err);
 void hvd__stall_check(struct hvd_ctx *c);
 /* Runs one collective on the ring (background thread). */
 int hvd__exec(struct hvd_ctx *c, struct hvd_work *w);
+/* The first step of an allgather: every rank's element count of w into
+ * w->counts, over the host transport; *total gets their bytes together. */
+int hvd__exec_counts(struct hvd_ctx *c, struct hvd_work *w, size_t *total,
+                     char *err, size_t errlen);
 /* Runs n ready allreduces of one dtype and op as fused collectives. */
 int hvd__fused_allreduce(struct hvd_ctx *c, struct hvd_work **ws, int n,
                          char *err, size_t errlen);

@@ -18,8 +18,11 @@
 int hvd__device_classify(struct hvd_work *w, char *err, size_t errlen)
 {
     int sdev = 0, rdev = 0;
-    int s = hvd__gpu_is_device(w->sendbuf, &sdev);
-    int r = hvd__gpu_is_device(w->recvbuf, &rdev);
+    int s = hvd__gpu_is_device(w->sendbuf, &sdev), r = s;
+    if (w->recvbuf != w->sendbuf)
+        r = hvd__gpu_is_device(w->recvbuf, &rdev);
+    else
+        rdev = sdev;
     if (w->sendbuf && w->recvbuf && (s != r || sdev != rdev)) {
         snprintf(err, errlen,
                  "the send and receive buffers must both be host memory or "
@@ -128,8 +131,7 @@ static int staged(struct hvd_ctx *c, struct hvd_work **ws, int n, char *err,
 int hvd__device_exec(struct hvd_ctx *c, struct hvd_work **ws, int n, char *err,
                      size_t errlen)
 {
-    const char *force = getenv(HVD_ENV_FORCE_GPU_STAGING);
-    if (force && atoi(force) != 0) {
+    if (c->force_staging) {
         notice(c, HVD_ENV_FORCE_GPU_STAGING " is set");
         return staged(c, ws, n, err, errlen);
     }

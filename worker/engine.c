@@ -351,6 +351,12 @@ static struct hvd_request *take_submitted(struct hvd_ctx *c)
     return stop;
 }
 
+/* When the heartbeat below is due: a peer timeout after the last cycle. */
+static int64_t heartbeat_at(const struct hvd_ctx *c)
+{
+    return c->last_cycle_us + (int64_t)c->peer_timeout_s * 1000000;
+}
+
 /*
  * Names this rank announced still wait for other ranks, and no cycle ran
  * for the peer timeout: start one anyway. If a rank is stopped or hung
@@ -361,7 +367,7 @@ static struct hvd_request *take_submitted(struct hvd_ctx *c)
 static int heartbeat_due(const struct hvd_ctx *c, int64_t now)
 {
     return !c->failed && c->size > 1 && c->neg.used > 0 &&
-           now - c->last_cycle_us >= (int64_t)c->peer_timeout_s * 1000000;
+           now >= heartbeat_at(c);
 }
 
 static void *thread_main(void *arg)
@@ -390,8 +396,7 @@ static void *thread_main(void *arg)
             c->size == 1 ? 0 : c->last_cycle_us + (int64_t)(c->cycle_ms * 1000);
         hvd__stall_check(c);
         if ((c->nfresh > 0 && now >= due) || c->nstall > 0 ||
-            (!c->failed && hvd__coll_peer_started(c)) ||
-            heartbeat_due(c, now)) {
+            hvd__coll_peer_started(c) || heartbeat_due(c, now)) {
             cycle(c);
             timed_out = 0;
             continue;
@@ -408,12 +413,10 @@ static void *thread_main(void *arg)
         if (atomic_load(&c->pending) > 0 || hvd__coll_peer_started(c))
             continue;
         atomic_store(&c->sleeping, 1);
-        if (c->shm.n > 0)
-            hvd__shm_set_sleeping(&c->shm, 1);
+        hvd__shm_set_sleeping(&c->shm, 1);
         if (atomic_load(&c->pending) > 0 || hvd__coll_peer_started(c)) {
             atomic_store(&c->sleeping, 0);
-            if (c->shm.n > 0)
-                hvd__shm_set_sleeping(&c->shm, 0);
+            hvd__shm_set_sleeping(&c->shm, 0);
             continue;
         }
         int64_t timeout = -1; /* microseconds */
@@ -425,8 +428,7 @@ static void *thread_main(void *arg)
             (timeout < 0 || timeout > 1000000))
             timeout = 1000000;
         if (c->neg.used > 0 && !c->failed) {
-            int64_t beat =
-                c->last_cycle_us + (int64_t)c->peer_timeout_s * 1000000 - now;
+            int64_t beat = heartbeat_at(c) - now;
             if (beat < 0)
                 beat = 0;
             if (timeout < 0 || timeout > beat)
@@ -450,10 +452,8 @@ static void *thread_main(void *arg)
         int n = ppoll(p, 5, timeout < 0 ? NULL : &ts, NULL);
         timed_out = n == 0;
         atomic_store(&c->sleeping, 0);
-        if (c->shm.n > 0) {
-            hvd__shm_set_sleeping(&c->shm, 0);
-            hvd__shm_drain(&c->shm);
-        }
+        hvd__shm_set_sleeping(&c->shm, 0);
+        hvd__shm_drain(&c->shm);
         if (n <= 0)
             continue;
         if (p[0].revents) {
@@ -466,6 +466,12 @@ static void *thread_main(void *arg)
         if (c->failed)
             fail_pending(c, c->fail_rc, c->fail_msg);
     }
+}
+
+int hvd__env_flag(const char *name, int dflt)
+{
+    const char *v = getenv(name);
+    return v && v[0] ? atoi(v) != 0 : dflt;
 }
 
 int hvd__engine_start(struct hvd_ctx *c)
@@ -483,14 +489,12 @@ int hvd__engine_start(struct hvd_ctx *c)
     c->fusion_threshold = ft ? (size_t)strtoull(ft, NULL, 10) : 128u << 20;
     const char *sw = getenv(HVD_ENV_STALL_WARN);
     const char *ss = getenv(HVD_ENV_STALL_SHUTDOWN);
-    const char *sd = getenv(HVD_ENV_STALL_DISABLE);
     c->stall_warn_s = sw && atof(sw) > 0 ? atof(sw) : 60;
     c->stall_shutdown_s = ss && atof(ss) > 0 ? atof(ss) : 0;
-    c->stall_off = sd && atoi(sd) != 0;
+    c->stall_off = hvd__env_flag(HVD_ENV_STALL_DISABLE, 0);
     const char *tl = getenv(HVD_ENV_TIMELINE);
-    const char *mc = getenv(HVD_ENV_TIMELINE_MARK_CYCLES);
     if (hvd__timeline_open(&c->tl, c->rank == 0 ? tl : NULL,
-                           mc && atoi(mc) != 0) != 0)
+                           hvd__env_flag(HVD_ENV_TIMELINE_MARK_CYCLES, 0)) != 0)
         return HVD_ESYS;
     const char *ct = getenv(HVD_ENV_CYCLE_TIME);
     c->cycle_ms = ct ? atof(ct) : 1.0;

@@ -6,29 +6,49 @@
 #include "ctx.h"
 #include "reduce.h"
 
-/* Every rank's count first, then the data straight into the result:
- * unlike negotiation messages, tensors are not worth an extra copy. */
-static int do_allgather(struct hvd_ctx *c, struct hvd_work *w)
+int hvd__exec_counts(struct hvd_ctx *c, struct hvd_work *w, size_t *total,
+                     char *err, size_t errlen)
 {
-    size_t es = hvd_dtype_size(w->dtype), total = 0, n = (size_t)c->size;
+    size_t es = hvd_dtype_size(w->dtype), n = (size_t)c->size;
     uint64_t *counts = calloc(n, sizeof(*counts));
     size_t *bytes = calloc(n, sizeof(*bytes));
-    uint8_t *all = NULL;
     int rc = HVD_ENOMEM;
 
+    *total = 0;
     if (counts == NULL || bytes == NULL)
         goto out;
     for (size_t i = 0; i < n; i++)
         bytes[i] = sizeof(uint64_t);
     counts[c->rank] = w->count;
-    rc = hvd__coll_allgatherv(c, &counts[c->rank], counts, bytes, w->err,
-                              sizeof(w->err));
+    rc = hvd__coll_allgatherv(c, &counts[c->rank], counts, bytes, err, errlen);
     if (rc)
         goto out;
     for (size_t i = 0; i < n; i++) {
         w->counts[i] = (size_t)counts[i];
-        total += bytes[i] = w->counts[i] * es;
+        *total += w->counts[i] * es;
     }
+out:
+    free(counts);
+    free(bytes);
+    return rc;
+}
+
+/* Every rank's count first, then the data straight into the result:
+ * unlike negotiation messages, tensors are not worth an extra copy. */
+static int do_allgather(struct hvd_ctx *c, struct hvd_work *w)
+{
+    size_t es = hvd_dtype_size(w->dtype), total = 0, n = (size_t)c->size;
+    size_t *bytes = calloc(n, sizeof(*bytes));
+    uint8_t *all = NULL;
+    int rc = HVD_ENOMEM;
+
+    if (bytes == NULL)
+        goto out;
+    rc = hvd__exec_counts(c, w, &total, w->err, sizeof(w->err));
+    if (rc)
+        goto out;
+    for (size_t i = 0; i < n; i++)
+        bytes[i] = w->counts[i] * es;
     if (total > 0 && (all = malloc(total)) == NULL) {
         rc = HVD_ENOMEM;
         goto out;
@@ -40,7 +60,6 @@ out:
         *w->gathered = all;
     else
         free(all);
-    free(counts);
     free(bytes);
     return rc;
 }

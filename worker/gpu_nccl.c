@@ -208,12 +208,10 @@ static int run_group(struct hvd_ctx *c, struct hvd_nccl *g, ncclResult_t r,
 }
 
 static int allreduce(struct hvd_ctx *c, struct hvd_nccl *g,
-                     struct hvd_work **ws, int n, char *err, size_t errlen)
+                     struct hvd_work **ws, int n, ncclDataType_t t, char *err,
+                     size_t errlen)
 {
-    ncclDataType_t t;
     size_t es = hvd_dtype_size(ws[0]->dtype), total = 0;
-    if (nccl_type(ws[0]->dtype, &t))
-        return HVD_EINVAL;
     if (n == 1)
         return run_group(c, g,
                          ncclAllReduce(ws[0]->sendbuf, ws[0]->recvbuf,
@@ -268,29 +266,13 @@ static int allreduce(struct hvd_ctx *c, struct hvd_nccl *g,
 /* Every rank's count over the host transport, then each rank's block
  * broadcast from it into a new device buffer. */
 static int allgather(struct hvd_ctx *c, struct hvd_nccl *g, struct hvd_work *w,
-                     char *err, size_t errlen)
+                     ncclDataType_t t, char *err, size_t errlen)
 {
     size_t es = hvd_dtype_size(w->dtype), n = (size_t)c->size, total = 0;
-    uint64_t *counts = calloc(n, sizeof(*counts));
-    size_t *bytes = calloc(n, sizeof(*bytes));
     void *out = NULL;
-    ncclDataType_t t;
-    int rc = HVD_ENOMEM;
+    int rc = hvd__exec_counts(c, w, &total, err, errlen);
 
-    if (counts == NULL || bytes == NULL || nccl_type(w->dtype, &t))
-        goto out;
-    for (size_t i = 0; i < n; i++)
-        bytes[i] = sizeof(uint64_t);
-    counts[c->rank] = w->count;
-    if ((rc = hvd__coll_allgatherv(c, &counts[c->rank], counts, bytes, err,
-                                   errlen)))
-        goto out;
-    for (size_t i = 0; i < n; i++) {
-        w->counts[i] = (size_t)counts[i];
-        total += w->counts[i] * es;
-    }
-    rc = 0;
-    if (total == 0)
+    if (rc || total == 0)
         goto out;
     if (cudaMalloc(&out, total) != cudaSuccess) {
         snprintf(err, errlen, "cudaMalloc of %zu bytes failed", total);
@@ -312,8 +294,6 @@ out:
         *w->gathered = out;
     else if (out)
         cudaFree(out);
-    free(counts);
-    free(bytes);
     return rc;
 }
 
@@ -330,14 +310,14 @@ int hvd__nccl_exec(struct hvd_ctx *c, struct hvd_work **ws, int n, char *err,
         return HVD_EINVAL;
     switch (w->kind) {
     case HVD_OP_ALLREDUCE:
-        return allreduce(c, g, ws, n, err, errlen);
+        return allreduce(c, g, ws, n, t, err, errlen);
     case HVD_OP_BROADCAST:
         return run_group(c, g,
                          ncclBroadcast(w->recvbuf, w->recvbuf, w->count, t,
                                        w->root, g->comm, g->stream),
                          "ncclBroadcast", err, errlen);
     case HVD_OP_ALLGATHER:
-        return allgather(c, g, w, err, errlen);
+        return allgather(c, g, w, t, err, errlen);
     default:
         return HVD_EINVAL;
     }

@@ -79,8 +79,6 @@ static int env_int(const char *name, int lo, int hi, int *out, char *err,
 static int read_env(struct hvd_ctx *c, char *err, size_t errlen)
 {
     int rc;
-    const char *t = getenv(HVD_ENV_PEER_TIMEOUT);
-    c->peer_timeout_s = t && atoi(t) > 0 ? atoi(t) : 30;
     if ((rc = env_int(HVD_ENV_SIZE, 1, 1 << 24, &c->size, err, errlen)) ||
         (rc = env_int(HVD_ENV_RANK, 0, c->size - 1, &c->rank, err, errlen)) ||
         (rc = env_int(HVD_ENV_LOCAL_SIZE, 1, c->size, &c->local_size, err,

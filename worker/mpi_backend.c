@@ -97,12 +97,6 @@ USER_OP(op_max, HVD_MAX)
 USER_OP(op_prod, HVD_PRODUCT)
 #undef USER_OP
 
-static int env_flag(const char *name)
-{
-    const char *v = getenv(name);
-    return v && v[0] && atoi(v) != 0;
-}
-
 /* MPI up, at a thread level that lets the background thread call it. */
 static int start_mpi(struct hvd_mpi *m, char *err, size_t errlen)
 {
@@ -123,8 +117,9 @@ static int start_mpi(struct hvd_mpi *m, char *err, size_t errlen)
          * MULTIPLE also lets the program call MPI from its own threads
          * meanwhile.
          */
-        int want = env_flag(HVD_ENV_MPI_THREADS_DISABLE) ? MPI_THREAD_SERIALIZED
-                                                         : MPI_THREAD_MULTIPLE;
+        int want = hvd__env_flag(HVD_ENV_MPI_THREADS_DISABLE, 0)
+                       ? MPI_THREAD_SERIALIZED
+                       : MPI_THREAD_MULTIPLE;
         int e = MPI_Init_thread(NULL, NULL, want, &m->level);
         if (e != MPI_SUCCESS)
             return fail(e, "MPI_Init_thread", err, errlen);
@@ -218,10 +213,6 @@ int hvd__mpi_join(struct hvd_ctx *c, char *err, size_t errlen)
         snprintf(m->lib, sizeof(m->lib), "%.*s", (int)sizeof(m->lib) - 1, ver);
     }
     c->mode = HVD_COLL_MPI;
-    /* Only the engine's heartbeat reads it here: MPI's collectives have
-     * no timeout, and a hung rank is mpirun's business. */
-    const char *t = getenv(HVD_ENV_PEER_TIMEOUT);
-    c->peer_timeout_s = t && atoi(t) > 0 ? atoi(t) : 30;
     return 0;
 }
 
@@ -355,13 +346,6 @@ int hvd__mpi_broadcast(struct hvd_ctx *c, void *buf, size_t bytes, int root,
     return 0;
 }
 
-/* Whether [p, p + plen) and [q, q + qlen) share a byte. */
-static int overlap(const void *p, size_t plen, const void *q, size_t qlen)
-{
-    const uint8_t *a = p, *b = q;
-    return plen > 0 && qlen > 0 && a < b + qlen && b < a + plen;
-}
-
 int hvd__mpi_allgatherv(struct hvd_ctx *c, const void *sendbuf, void *recvbuf,
                         const size_t *bytes, char *err, size_t errlen)
 {
@@ -380,7 +364,7 @@ int hvd__mpi_allgatherv(struct hvd_ctx *c, const void *sendbuf, void *recvbuf,
     const void *send = sendbuf;
     if (out + mine == sendbuf) {
         send = MPI_IN_PLACE;
-    } else if (overlap(sendbuf, bytes[m->rank], out, total)) {
+    } else if (hvd__overlap(sendbuf, bytes[m->rank], out, total)) {
         memmove(out + mine, sendbuf, bytes[m->rank]);
         send = MPI_IN_PLACE;
     }

@@ -330,11 +330,11 @@ typedef void narrow_fn(uint16_t *restrict d, const float *restrict a, size_t n,
 /* Overlapping buffers go through a bounce buffer of this many elements. */
 #define BOUNCE ((size_t)1024)
 
-static int overlap(const void *p, size_t plen, const void *q, size_t qlen)
+int hvd__overlap(const void *p, size_t plen, const void *q, size_t qlen)
 {
     uintptr_t a = (uintptr_t)p, b = (uintptr_t)q;
 
-    return a < b + qlen && b < a + plen;
+    return plen > 0 && qlen > 0 && a < b + qlen && b < a + plen;
 }
 
 /*
@@ -348,7 +348,7 @@ static void widen_with(widen_fn *fn, float *a, const uint16_t *s, size_t n)
 {
     uint16_t tmp[BOUNCE];
 
-    if (!overlap(a, n * 4, s, n * 2)) {
+    if (!hvd__overlap(a, n * 4, s, n * 2)) {
         fn(a, s, n);
         return;
     }
@@ -370,7 +370,7 @@ static void narrow_with(narrow_fn *fn, uint16_t *d, const float *a, size_t n,
 {
     float tmp[BOUNCE];
 
-    if (!overlap(d, n * 2, a, n * 4)) {
+    if (!hvd__overlap(d, n * 2, a, n * 4)) {
         fn(d, a, n, size);
         return;
     }

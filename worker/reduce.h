@@ -46,6 +46,10 @@ void hvd__finish(void *dst, const void *acc, size_t n, hvd_dtype dt, hvd_op op,
  * float32, rounded once); does nothing when f is 1. */
 void hvd__scale(void *buf, size_t n, hvd_dtype dt, double f);
 
+/* Whether [p, p + plen) and [q, q + qlen) share a byte (never when
+ * either is empty). */
+int hvd__overlap(const void *p, size_t plen, const void *q, size_t qlen);
+
 /* Scalar conversions, exposed for tests and for the staging paths. */
 float hvd__f16_to_f32(uint16_t h);
 uint16_t hvd__f32_to_f16(float f);

@@ -222,6 +222,14 @@ size_t hvd__ring_seg_first(size_t count, int size, int i)
     return (size_t)i * base + ((size_t)i < extra ? (size_t)i : extra);
 }
 
+size_t *hvd__ring_bounds(size_t count, int size)
+{
+    size_t *bounds = malloc(((size_t)size + 1) * sizeof(*bounds));
+    for (int i = 0; bounds && i <= size; i++)
+        bounds[i] = hvd__ring_seg_first(count, size, i);
+    return bounds;
+}
+
 struct ar_ctx {
     struct hvd_ring *r;
     const uint8_t *src; /* the caller's input */
@@ -315,11 +323,9 @@ int hvd__ring_allreduce(struct hvd_ring *r, const void *sendbuf, void *recvbuf,
     if (hvd__ring_is_small(count, dt))
         return hvd__ring_gather_reduce(r, sendbuf, recvbuf, count, dt, op, err,
                                        errlen);
-    size_t *bounds = malloc(((size_t)n + 1) * sizeof(*bounds));
+    size_t *bounds = hvd__ring_bounds(count, n);
     if (bounds == NULL)
         return HVD_ENOMEM;
-    for (int i = 0; i <= n; i++)
-        bounds[i] = hvd__ring_seg_first(count, n, i);
     rc = hvd__ring_reduce_segs(r, sendbuf, recvbuf, count, dt, op, bounds, err,
                                errlen);
     free(bounds);

@@ -61,6 +61,9 @@ int hvd__ring_gather_reduce(struct hvd_ring *r, const void *sendbuf,
 int hvd__ring_is_small(size_t count, hvd_dtype dt);
 /* First element of segment i when count is split into size parts. */
 size_t hvd__ring_seg_first(size_t count, int size, int i);
+/* The size+1 bounds of the ring's own segments, for the _reduce_segs
+ * functions (malloc; NULL when out of memory). */
+size_t *hvd__ring_bounds(size_t count, int size);
 
 int hvd__ring_broadcast(struct hvd_ring *r, void *buf, size_t bytes, int root,
                         char *err, size_t errlen);

@@ -50,7 +50,7 @@ struct hello {
     uint8_t mac[HVD_MAC_LEN];
 };
 
-void hvd__shm_init(struct hvd_shm *s)
+static void shm_init(struct hvd_shm *s)
 {
     memset(s, 0, sizeof(*s));
 }
@@ -301,7 +301,7 @@ int hvd__shm_setup(struct hvd_shm *s, const uint8_t *secret, size_t secretlen,
     socklen_t salen;
     int lfd = -1, memfd = -1, rc = HVD_ENOMEM;
 
-    hvd__shm_init(s);
+    shm_init(s);
     if (n < 2 || n > HVD_SHM_MAX)
         return HVD_EINVAL;
     s->n = n;
@@ -366,7 +366,8 @@ int hvd__shm_setup(struct hvd_shm *s, const uint8_t *secret, size_t secretlen,
     s->deadline_ms = deadline_ms;
     rc = hvd__shm_sync(s, err, errlen);
     s->deadline_ms = 0;
-    if (rc == 0 && s->hdr->magic != SHM_MAGIC)
+    if (rc == 0 && (s->hdr->magic != SHM_MAGIC || s->hdr->n != (uint32_t)n ||
+                    s->hdr->slot != s->slot))
         rc = HVD_EPROTO;
     for (int i = 0; rc == 0 && i < n; i++)
         if (i != me)
@@ -397,7 +398,7 @@ void hvd__shm_close(struct hvd_shm *s)
     free(s->efd);
     free(s->pidfd);
     free(s->tmp);
-    hvd__shm_init(s);
+    shm_init(s);
 }
 
 uint8_t *hvd__shm_slot(const struct hvd_shm *s, int i)
@@ -445,12 +446,16 @@ int hvd__shm_peer_ahead(const struct hvd_shm *s)
 
 void hvd__shm_set_sleeping(struct hvd_shm *s, int on)
 {
+    if (s->hdr == NULL)
+        return;
     atomic_store(&s->hdr->ctl[s->me].sleeping, (uint32_t)on);
 }
 
 void hvd__shm_drain(struct hvd_shm *s)
 {
     uint64_t v;
+    if (s->hdr == NULL)
+        return;
     while (read(s->efd[s->me], &v, sizeof(v)) > 0)
         ;
 }

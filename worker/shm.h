@@ -41,7 +41,6 @@ struct hvd_shm {
     size_t tmp_cap;
 };
 
-void hvd__shm_init(struct hvd_shm *s);
 /*
  * Sets up the segment among the n local ranks ranks[] (this one is
  * ranks[me]): the first creates it and hands it out over an abstract Unix
@@ -67,7 +66,8 @@ void hvd__shm_abort(struct hvd_shm *s);
  * started a collective that this rank must join. */
 int hvd__shm_peer_ahead(const struct hvd_shm *s);
 /* Marks this rank as sleeping on efd[me] (or awake again), so that the
- * others wake it when they start a collective. */
+ * others wake it when they start a collective. Like hvd__shm_drain, does
+ * nothing without a segment. */
 void hvd__shm_set_sleeping(struct hvd_shm *s, int on);
 /* Empties this rank's eventfd. */
 void hvd__shm_drain(struct hvd_shm *s);
