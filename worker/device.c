@@ -96,8 +96,10 @@ static int stage_out(struct hvd_ctx *c, struct hvd_work *w, int ok, char *err,
             total += w->counts[r] * es;
         rc = hvd__gpu_alloc(&dev, total, w->device_id, err, errlen);
         if (rc == 0 && (rc = hvd__gpu_copy(dev, *w->gathered, total,
-                                           w->device_id, err, errlen)) != 0)
-            dev = NULL; /* left to the process: a failed copy is rare */
+                                           w->device_id, err, errlen)) != 0) {
+            hvd__gpu_free(dev);
+            dev = NULL;
+        }
         free(*w->gathered);
         *w->gathered = dev;
     }

@@ -140,6 +140,37 @@ int hvd__gpu_alloc(void **p, size_t n, int device, char *err, size_t errlen)
 #endif
 }
 
+/* Unmaps one of the double's allocations. */
+static void fake_free(void *p)
+{
+    struct fake_region f = {NULL, NULL, 0};
+    pthread_mutex_lock(&g_mu);
+    for (int i = 0; i < g_nregions; i++)
+        if (g_regions[i].dev == p) {
+            f = g_regions[i];
+            g_regions[i] = g_regions[--g_nregions];
+            break;
+        }
+    pthread_mutex_unlock(&g_mu);
+    if (f.dev) {
+        munmap(f.dev, f.len);
+        munmap(f.alias, f.len);
+    }
+}
+
+void hvd__gpu_free(void *p)
+{
+    if (p == NULL)
+        return;
+    if (hvd__gpu_fake()) {
+        fake_free(p);
+        return;
+    }
+#if HVD_HAVE_CUDA
+    hvd__cuda_free(p);
+#endif
+}
+
 int hvd__gpu_count(void)
 {
 #if HVD_HAVE_CUDA

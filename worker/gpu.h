@@ -15,6 +15,8 @@ int hvd__gpu_copy(void *dst, const void *src, size_t n, int device, char *err,
                   size_t errlen);
 /* n bytes of device memory on device; HVD_ENOMEM with err filled. */
 int hvd__gpu_alloc(void **p, size_t n, int device, char *err, size_t errlen);
+/* Frees what hvd__gpu_alloc allocated (NULL: nothing). */
+void hvd__gpu_free(void *p);
 /* Visible CUDA devices (0 without CUDA or a GPU). */
 int hvd__gpu_count(void);
 /* Whether the test double stands in for CUDA. */
@@ -29,6 +31,7 @@ int hvd__cuda_is_device(const void *p, int *device);
 int hvd__cuda_copy(void *dst, const void *src, size_t n, int device, char *err,
                    size_t errlen);
 int hvd__cuda_alloc(void **p, size_t n, int device, char *err, size_t errlen);
+void hvd__cuda_free(void *p);
 int hvd__cuda_count(void);
 
 #endif

@@ -68,3 +68,8 @@ int hvd__cuda_alloc(void **p, size_t n, int device, char *err, size_t errlen)
              cudaGetErrorString(e));
     return HVD_ENOMEM;
 }
+
+void hvd__cuda_free(void *p)
+{
+    cudaFree(p);
+}

@@ -228,6 +228,7 @@ static int allreduce(struct hvd_ctx *c, struct hvd_nccl *g,
         if (cudaMalloc(&g->fuse, total) != cudaSuccess) {
             snprintf(err, errlen,
                      "cannot allocate a %zu-byte device fusion buffer", total);
+            abort_comm(g);
             return HVD_ENOMEM;
         }
         g->fuse_cap = total;
@@ -276,6 +277,7 @@ static int allgather(struct hvd_ctx *c, struct hvd_nccl *g, struct hvd_work *w,
         goto out;
     if (cudaMalloc(&out, total) != cudaSuccess) {
         snprintf(err, errlen, "cudaMalloc of %zu bytes failed", total);
+        abort_comm(g);
         rc = HVD_ENOMEM;
         goto out;
     }
