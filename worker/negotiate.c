@@ -17,9 +17,11 @@ static int64_t now_us(void)
 }
 
 struct hvd_neg_entry {
-    struct hvd_req first; /* the first request, from first_rank */
-    int first_rank;
-    int64_t since_us; /* when this rank first heard of the name */
+    struct hvd_req first; /* the first request */
+    int first_rank;       /* the lowest rank that asked the same */
+    struct hvd_req diff;  /* the lowest rank's that asked otherwise */
+    int diff_rank;        /* or -1 */
+    int64_t since_us;     /* when this rank first heard of the name */
     int nseen;
     int error;
     char msg[256];
@@ -155,69 +157,82 @@ static int grow(struct hvd_neg *t)
     return 0;
 }
 
-/* Notes the first way rank's request differs from the first one. The
- * lower rank is named first, whichever asked first. */
-static void compare(struct hvd_neg_entry *e, int rank, const struct hvd_req *r)
+/* Writes into msg (when not NULL) the first way r, from rank b, differs
+ * from f, from rank a, and says whether it does. The lower rank is named
+ * first. */
+static int describe(char *msg, size_t cap, const char *name,
+                    const struct hvd_req *f, int a, const struct hvd_req *r,
+                    int b)
 {
-    const struct hvd_req *f = &e->first;
-    const char *k = kind_name(f->kind);
-    int a = e->first_rank;
-    if (e->error)
-        return;
-    if (rank < a) {
+    if (b < a) {
         const struct hvd_req *t = f;
         int tr = a;
         f = r;
-        a = rank;
+        a = b;
         r = t;
-        rank = tr;
+        b = tr;
     }
-    e->error = HVD_EMISMATCH;
+    const char *k = kind_name(f->kind);
     if (r->kind != f->kind)
-        snprintf(e->msg, sizeof(e->msg),
+        snprintf(msg, cap,
                  "Mismatched operations: rank %d asked for %s, rank %d for "
                  "%s of tensor '%s'",
-                 a, kind_name(f->kind), rank, kind_name(r->kind),
-                 e->first.name);
+                 a, kind_name(f->kind), b, kind_name(r->kind), name);
     else if (r->dtype != f->dtype)
-        snprintf(e->msg, sizeof(e->msg),
+        snprintf(msg, cap,
                  "Mismatched %s data types: rank %d sent %s, rank %d sent %s "
                  "for tensor '%s'",
-                 k, a, dtype_name(f->dtype), rank, dtype_name(r->dtype),
-                 e->first.name);
+                 k, a, dtype_name(f->dtype), b, dtype_name(r->dtype), name);
     else if (r->count != f->count && f->kind != HVD_REQ_ALLGATHER)
-        snprintf(e->msg, sizeof(e->msg),
+        snprintf(msg, cap,
                  "Mismatched %s tensor sizes: rank %d sent %llu elements, "
                  "rank %d sent %llu for tensor '%s'",
-                 k, a, (unsigned long long)f->count, rank,
-                 (unsigned long long)r->count, e->first.name);
+                 k, a, (unsigned long long)f->count, b,
+                 (unsigned long long)r->count, name);
     else if (r->op != f->op && f->kind == HVD_REQ_ALLREDUCE)
-        snprintf(e->msg, sizeof(e->msg),
+        snprintf(msg, cap,
                  "Mismatched %s operations: rank %d asked for %s, rank %d "
                  "for %s of tensor '%s'",
-                 k, a, op_name(f->op), rank, op_name(r->op), e->first.name);
+                 k, a, op_name(f->op), b, op_name(r->op), name);
     else if (f->kind == HVD_REQ_ALLREDUCE &&
              (r->compress != f->compress || r->prescale != f->prescale ||
               r->postscale != f->postscale))
-        snprintf(e->msg, sizeof(e->msg),
+        snprintf(msg, cap,
                  "Mismatched %s options: rank %d asked for compression %d, "
                  "prescale %g, postscale %g, rank %d for %d, %g, %g of "
                  "tensor '%s'",
-                 k, a, f->compress, f->prescale, f->postscale, rank,
-                 r->compress, r->prescale, r->postscale, e->first.name);
+                 k, a, f->compress, f->prescale, f->postscale, b, r->compress,
+                 r->prescale, r->postscale, name);
     else if (r->device != f->device && f->kind != HVD_REQ_BARRIER)
-        snprintf(e->msg, sizeof(e->msg),
+        snprintf(msg, cap,
                  "Mismatched %s memory: rank %d gave %s memory, rank %d %s "
                  "memory for tensor '%s'",
-                 k, a, f->device ? "CUDA device" : "host", rank,
-                 r->device ? "CUDA device" : "host", e->first.name);
+                 k, a, f->device ? "CUDA device" : "host", b,
+                 r->device ? "CUDA device" : "host", name);
     else if (r->root != f->root && f->kind == HVD_REQ_BROADCAST)
-        snprintf(e->msg, sizeof(e->msg),
+        snprintf(msg, cap,
                  "Mismatched %s root ranks: rank %d named root %d, rank %d "
                  "named root %d for tensor '%s'",
-                 k, a, f->root, rank, r->root, e->first.name);
+                 k, a, f->root, b, r->root, name);
     else
-        e->error = 0;
+        return 0;
+    return 1;
+}
+
+/* Keeps, against the first request, the lowest rank that agrees with it
+ * and the lowest that does not, so that the message does not depend on the
+ * order the ranks asked in: where the ranks fall in two camps it names
+ * rank 0 and the lowest rank of the other camp. */
+static void compare(struct hvd_neg_entry *e, int rank, const struct hvd_req *r)
+{
+    if (!describe(NULL, 0, "", &e->first, e->first_rank, r, rank)) {
+        if (rank < e->first_rank)
+            e->first_rank = rank;
+    } else if (e->diff_rank < 0 || rank < e->diff_rank) {
+        e->diff = *r;
+        e->diff.name = NULL;
+        e->diff_rank = rank;
+    }
 }
 
 static int respond(struct hvd_neg_entry *e, struct hvd_resp **out, size_t *nout)
@@ -227,6 +242,11 @@ static int respond(struct hvd_neg_entry *e, struct hvd_resp **out, size_t *nout)
         return HVD_ENOMEM;
     *out = o;
     struct hvd_resp *r = &o[(*nout)++];
+    if (!e->error && e->diff_rank >= 0) {
+        e->error = HVD_EMISMATCH;
+        describe(e->msg, sizeof(e->msg), e->first.name, &e->first,
+                 e->first_rank, &e->diff, e->diff_rank);
+    }
     r->req = e->first; /* takes the name */
     r->error = e->error;
     memcpy(r->msg, e->msg, sizeof(r->msg));
@@ -253,6 +273,7 @@ int hvd__neg_add(struct hvd_neg *t, int rank, const struct hvd_req *req,
         e->first = *req;
         e->first.name = name;
         e->first_rank = rank;
+        e->diff_rank = -1;
         e->since_us = now_us();
         *pp = e;
         t->used++;

@@ -95,6 +95,34 @@ Test(negotiate, mismatches_name_both_ranks)
     cr_expect_str_eq(mismatch(r), "");
 }
 
+/* Rank 0 against ranks 1 and 2: the same message in every arrival order. */
+Test(negotiate, a_mismatch_names_the_same_ranks_whatever_the_order)
+{
+    static const int orders[6][3] = {{0, 1, 2}, {0, 2, 1}, {1, 0, 2},
+                                     {1, 2, 0}, {2, 0, 1}, {2, 1, 0}};
+    for (int o = 0; o < 6; o++) {
+        struct hvd_neg t;
+        struct hvd_resp *r = NULL;
+        size_t n = 0;
+        hvd__neg_init(&t, 3, 0);
+        for (int i = 0; i < 3; i++) {
+            struct hvd_req q = req("where", 4);
+            q.device = orders[o][i] == 0;
+            hvd__neg_add(&t, orders[o][i], &q, &r, &n);
+        }
+        cr_assert_eq(n, 1);
+        cr_expect_eq(r[0].error, HVD_EMISMATCH);
+        cr_expect_str_eq(r[0].msg,
+                         "Mismatched allreduce memory: rank 0 gave CUDA "
+                         "device memory, rank 1 host memory for tensor "
+                         "'where'",
+                         "order %d %d %d", orders[o][0], orders[o][1],
+                         orders[o][2]);
+        free_resp(r, n);
+        hvd__neg_close(&t);
+    }
+}
+
 Test(negotiate, a_name_asked_twice_by_one_rank_fails)
 {
     struct hvd_neg t;
