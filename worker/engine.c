@@ -526,6 +526,9 @@ int hvd__engine_start(struct hvd_ctx *c)
      * timeout, like one whose peer's host vanished. */
     c->ring.progress_ms = c->xring.progress_ms = c->shm.progress_ms =
         c->peer_timeout_s * 1000;
+    /* The local ranks waiting for a leader's ring between hosts wait as
+     * long as it moves data. */
+    c->xring.busy_ms = hvd__shm_busy_ms(&c->shm);
     if (pthread_create(&c->thread, NULL, thread_main, c) != 0)
         return HVD_ESYS;
     c->thread_started = 1;

@@ -158,6 +158,9 @@ static int run(struct hvd_ring *r, const struct sched *sc, char *err,
         if (progress) {
             idle_since = 0;
             moved_ms = hvd__now_ms();
+            if (r->busy_ms)
+                atomic_store_explicit(r->busy_ms, moved_ms,
+                                      memory_order_relaxed);
             continue;
         }
         /* Data usually follows within microseconds: spin a little before

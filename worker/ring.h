@@ -3,6 +3,7 @@
 #ifndef HVD_RING_H
 #define HVD_RING_H
 
+#include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -29,6 +30,9 @@ struct hvd_ring {
     int spin_us; /* busy-poll this long before sleeping in poll */
     /* A collective that moves no byte for this long fails (0: never). */
     int progress_ms;
+    /* Where to say when a byte last moved, for the local ranks that wait
+     * meanwhile (hvd__shm_busy_ms; may be NULL). */
+    _Atomic int64_t *busy_ms;
     uint8_t *stage; /* receive staging for reductions */
     size_t stage_cap;
     uint8_t *acc; /* float32 accumulator for float16/bfloat16 */

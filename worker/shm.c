@@ -31,7 +31,8 @@ struct hvd_shm_ctl {
     _Atomic uint64_t seq;
     _Atomic uint32_t sleeping;
     int32_t pid;
-    char pad[48]; /* one cache line per rank: no false sharing */
+    _Atomic int64_t busy_ms; /* see hvd__shm_busy_ms */
+    char pad[40];            /* one cache line per rank: no false sharing */
 };
 
 struct hvd_shm_hdr {
@@ -451,6 +452,11 @@ void hvd__shm_set_sleeping(struct hvd_shm *s, int on)
     atomic_store(&s->hdr->ctl[s->me].sleeping, (uint32_t)on);
 }
 
+_Atomic int64_t *hvd__shm_busy_ms(struct hvd_shm *s)
+{
+    return s->hdr ? &s->hdr->ctl[s->me].busy_ms : NULL;
+}
+
 void hvd__shm_drain(struct hvd_shm *s)
 {
     uint64_t v;
@@ -471,8 +477,10 @@ static int laggard(const struct hvd_shm *s)
 }
 
 /* Sleeps until woken, a peer dies, the abort channel speaks or a second
- * passes; returns a negative code when the wait must end in failure. */
-static int sleep_once(struct hvd_shm *s, int64_t deadline, char *err,
+ * passes; returns a negative code when the wait must end in failure. A
+ * deadline from progress_ms moves on while the rank waited for moves data
+ * elsewhere. */
+static int sleep_once(struct hvd_shm *s, int64_t *deadline, char *err,
                       size_t errlen)
 {
     struct pollfd p[HVD_SHM_MAX + 2];
@@ -489,8 +497,8 @@ static int sleep_once(struct hvd_shm *s, int64_t deadline, char *err,
         p[np++] = (struct pollfd){.fd = s->ab->abort_fd, .events = POLLIN};
     }
     int64_t now = hvd__now_ms(), timeout = WAIT_POLL_MS;
-    if (deadline > 0 && deadline - now < timeout)
-        timeout = deadline - now;
+    if (*deadline > 0 && *deadline - now < timeout)
+        timeout = *deadline - now;
     if (s->ab && s->ab->abort_deadline > 0 &&
         s->ab->abort_deadline - now < timeout)
         timeout = s->ab->abort_deadline - now;
@@ -518,8 +526,17 @@ static int sleep_once(struct hvd_shm *s, int64_t deadline, char *err,
         if (rc < 0)
             return rc;
     }
-    if (deadline > 0 && hvd__now_ms() >= deadline) {
+    if (*deadline > 0 && hvd__now_ms() >= *deadline) {
         int k = laggard(s);
+        if (s->deadline_ms == 0 && k >= 0) {
+            int64_t busy = atomic_load_explicit(&s->hdr->ctl[k].busy_ms,
+                                                memory_order_relaxed) +
+                           s->progress_ms;
+            if (busy > *deadline) {
+                *deadline = busy;
+                return 0;
+            }
+        }
         snprintf(err, errlen,
                  "shared memory: rank %d (host %s) did not arrive in time "
                  "(is it stopped or hung?)",
@@ -565,7 +582,7 @@ int hvd__shm_sync(struct hvd_shm *s, char *err, size_t errlen)
             continue;
         }
         hvd__shm_set_sleeping(s, 1);
-        int rc = laggard(s) < 0 ? 0 : sleep_once(s, deadline, err, errlen);
+        int rc = laggard(s) < 0 ? 0 : sleep_once(s, &deadline, err, errlen);
         hvd__shm_set_sleeping(s, 0);
         if (rc < 0) {
             /* The others must not wait for this rank either. */

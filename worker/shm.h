@@ -36,8 +36,10 @@ struct hvd_shm {
      * then only a dead peer or the deadline ends a wait). */
     struct hvd_ring *ab;
     int64_t deadline_ms; /* 0: none (start-up uses one) */
-    int progress_ms;     /* a sync that waits longer fails (0: never) */
-    uint8_t *tmp;        /* private accumulator */
+    /* A sync fails when the rank it waits for has not moved data for this
+     * long, here or in a ring (hvd__shm_busy_ms) (0: never). */
+    int progress_ms;
+    uint8_t *tmp; /* private accumulator */
     size_t tmp_cap;
 };
 
@@ -69,6 +71,10 @@ int hvd__shm_peer_ahead(const struct hvd_shm *s);
  * others wake it when they start a collective. Like hvd__shm_drain, does
  * nothing without a segment. */
 void hvd__shm_set_sleeping(struct hvd_shm *s, int on);
+/* Where this rank says when its work outside shared memory (a ring
+ * between hosts) last moved data: a sync waiting for it lasts until
+ * progress_ms after that. NULL without a segment. */
+_Atomic int64_t *hvd__shm_busy_ms(struct hvd_shm *s);
 /* Empties this rank's eventfd. */
 void hvd__shm_drain(struct hvd_shm *s);
 /* A private buffer of at least want bytes. */

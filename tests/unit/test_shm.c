@@ -1,0 +1,102 @@
+/* Unit tests for the shared-memory sync's deadline (worker/shm.c): this
+ * process and a forked child are the two ranks of one host. */
+#include <criterion/criterion.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "shm.h"
+#include "sock.h"
+
+#define PROGRESS_MS 1000
+
+static const uint8_t secret[32] = {7, 1, 9};
+
+static void sleep_ms(int ms)
+{
+    struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000};
+    nanosleep(&ts, NULL);
+}
+
+/* Sets up a segment shared with a child that runs child_fn before its own
+ * sync; returns the child's pid. */
+static pid_t pair(struct hvd_shm *s, void (*child_fn)(struct hvd_shm *))
+{
+    char host[64], err[256] = "";
+    int ranks[2] = {0, 1};
+    snprintf(host, sizeof(host), "shm-test-%d", (int)getpid());
+    pid_t pid = fork();
+    cr_assert(pid >= 0);
+    int rc = hvd__shm_setup(s, secret, sizeof(secret), ranks, 2, pid == 0, host,
+                            hvd__now_ms() + 10000, err, sizeof(err));
+    s->progress_ms = PROGRESS_MS;
+    if (pid == 0) {
+        if (rc == 0) {
+            child_fn(s);
+            (void)hvd__shm_sync(s, err, sizeof(err));
+            hvd__shm_close(s);
+        }
+        _exit(rc == 0 ? 0 : 10);
+    }
+    cr_assert_eq(rc, 0, "%s", err);
+    return pid;
+}
+
+static void reap(pid_t pid)
+{
+    int st;
+    cr_assert_eq(waitpid(pid, &st, 0), pid);
+    cr_expect(WIFEXITED(st) && WEXITSTATUS(st) == 0, "child status %d", st);
+}
+
+/* A leader in a long ring between hosts: data moves every 100 ms. */
+static void busy_for_2500_ms(struct hvd_shm *s)
+{
+    _Atomic int64_t *busy = hvd__shm_busy_ms(s);
+    int64_t end = hvd__now_ms() + 2500;
+    while (hvd__now_ms() < end) {
+        atomic_store(busy, hvd__now_ms());
+        sleep_ms(100);
+    }
+}
+
+/* A leader whose ring moved data once, then nothing (a stopped peer). */
+static void busy_once_then_still(struct hvd_shm *s)
+{
+    atomic_store(hvd__shm_busy_ms(s), hvd__now_ms());
+    sleep_ms(3000);
+}
+
+Test(shm, a_wait_lasts_while_the_awaited_rank_moves_data_elsewhere)
+{
+    struct hvd_shm s;
+    char err[256] = "";
+    pid_t pid = pair(&s, busy_for_2500_ms);
+    int64_t t0 = hvd__now_ms();
+    int rc = hvd__shm_sync(&s, err, sizeof(err));
+    int64_t took = hvd__now_ms() - t0;
+    cr_expect_eq(rc, 0, "after %lld ms: %s", (long long)took, err);
+    cr_expect_geq(took, 2000, "the wait outlived the progress timeout");
+    reap(pid);
+    hvd__shm_close(&s);
+}
+
+Test(shm, a_wait_fails_when_the_awaited_rank_moves_nothing)
+{
+    struct hvd_shm s;
+    char err[256] = "";
+    pid_t pid = pair(&s, busy_once_then_still);
+    int64_t t0 = hvd__now_ms();
+    int rc = hvd__shm_sync(&s, err, sizeof(err));
+    int64_t took = hvd__now_ms() - t0;
+    cr_expect_eq(rc, HVD_ETIMEDOUT, "after %lld ms: %s", (long long)took, err);
+    cr_expect(strstr(err, "rank 1 (host shm-test-") != NULL, "%s", err);
+    cr_expect(strstr(err, "did not arrive in time") != NULL, "%s", err);
+    cr_expect_geq(took, PROGRESS_MS - 100);
+    cr_expect_lt(took, 2800, "failed about %d ms after the last data moved",
+                 PROGRESS_MS);
+    reap(pid);
+    hvd__shm_close(&s);
+}
