@@ -436,11 +436,15 @@ void hvd__shm_abort(struct hvd_shm *s)
             wake(s, i);
 }
 
+/* The loads of seq are sequentially consistent, like the stores of seq and
+ * sleeping: a rank that marks itself sleeping and then finds no one ahead
+ * or behind is certain to be woken by the next store of seq (an acquire
+ * load could be ordered before the store of sleeping, and the wake-up
+ * lost). On x86 both are plain loads. */
 int hvd__shm_peer_ahead(const struct hvd_shm *s)
 {
     for (int i = 0; i < s->n; i++)
-        if (atomic_load_explicit(&s->hdr->ctl[i].seq, memory_order_acquire) >
-            s->seq)
+        if (atomic_load(&s->hdr->ctl[i].seq) > s->seq)
             return 1;
     return 0;
 }
@@ -470,8 +474,7 @@ void hvd__shm_drain(struct hvd_shm *s)
 static int laggard(const struct hvd_shm *s)
 {
     for (int i = 0; i < s->n; i++)
-        if (atomic_load_explicit(&s->hdr->ctl[i].seq, memory_order_acquire) <
-            s->seq)
+        if (atomic_load(&s->hdr->ctl[i].seq) < s->seq)
             return i;
     return -1;
 }
