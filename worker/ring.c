@@ -75,11 +75,19 @@ int hvd__grow(uint8_t **buf, size_t *cap, size_t want)
 
 static int peer_error(const char *desc, ssize_t n, char *err, size_t errlen)
 {
-    if (n == 0)
+    if (n == 0) {
         snprintf(err, errlen, "%s closed its connection", desc);
-    else
+    } else if (errno == ETIMEDOUT) {
+        /* TCP gave up on data the peer did not take (sock.c). */
+        snprintf(err, errlen,
+                 "%s took no data for too long (it is stopped or hung, or "
+                 "its host is unreachable)",
+                 desc);
+        return HVD_ETIMEDOUT;
+    } else {
         snprintf(err, errlen, "lost the connection to %s: %s", desc,
                  strerror(errno));
+    }
     return HVD_EPEER;
 }
 

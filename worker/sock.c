@@ -209,7 +209,10 @@ void hvd__sock_tune(int fd, int timeout_s)
     int one = 1, buf = 4 << 20;
     int idle = timeout_s / 3 > 0 ? timeout_s / 3 : 1;
     int intvl = idle, cnt = 2;
-    unsigned user_timeout = (unsigned)timeout_s * 1000u;
+    /* Later than the collectives' own progress timeout (timeout_s), whose
+     * message says more: TCP's is for a host that vanished while data
+     * was on its way. */
+    unsigned user_timeout = (unsigned)timeout_s * 1500u + 1000u;
     set_nonblock(fd, 1);
     setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
     setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &buf, sizeof(buf));

@@ -28,7 +28,9 @@ int hvd__sock_recv_frame(int fd, struct hvd_frame_reader *r,
                          struct hvd_frame *f, int64_t deadline_ms);
 /*
  * Data-plane settings: non-blocking, TCP_NODELAY, larger buffers, and a
- * dead-peer bound of timeout_s seconds (keepalive and TCP_USER_TIMEOUT).
+ * dead-peer bound: keepalive on an idle connection after about timeout_s
+ * seconds, TCP_USER_TIMEOUT on data not taken after 1.5 timeout_s + 1 s
+ * (after the collectives' own progress timeout).
  */
 void hvd__sock_tune(int fd, int timeout_s);
 /* The local IP address of a connected socket, as text. */
