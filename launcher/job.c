@@ -30,7 +30,7 @@ extern char **environ;
  * signal, or a lost host, reported this soon after it is named instead. */
 #define CAUSE_WINDOW_MS 1000
 
-static void read_stdin(struct hr_job *job);
+static void on_stdin(struct hr_stdin *in, const char *buf, size_t n);
 static void stop_all(struct hr_job *job, int now);
 static void check_preflight(struct hr_job *job);
 static int rdv_addr(struct hr_job *job, char *out, size_t len);
@@ -246,7 +246,7 @@ static void start_job(struct hr_job *job)
             return;
         }
     }
-    read_stdin(job);
+    hr_stdin_read(&job->in);
     if (job->remote) {
         on_ping(&job->ping_timer);
         uv_timer_start(&job->ping_timer, on_ping, PING_EVERY_MS, PING_EVERY_MS);
@@ -400,7 +400,7 @@ void hr_job_agent_bytes(struct hr_agent *a, const char *buf, size_t n)
 void hr_job_agent_sent(struct hr_agent *a)
 {
     if (!a->job->stopping)
-        read_stdin(a->job);
+        hr_stdin_read(&a->job->in);
 }
 
 /* Whether a rank-less failure of this agent ends the job. */
@@ -452,12 +452,11 @@ void hr_job_agent_ended(struct hr_agent *a)
         uv_stop(job->loop);
 }
 
-static void on_stdin(uv_fs_t *req)
+/* A block of stdin to rank 0's agent; the end of input as an empty
+ * frame. The next read starts once the agent has taken it. */
+static void on_stdin(struct hr_stdin *in, const char *buf, size_t n)
 {
-    struct hr_job *job = req->data;
-    ssize_t n = req->result;
-    uv_fs_req_cleanup(req);
-    job->stdin_busy = 0;
+    struct hr_job *job = in->data;
     if (job->stopping)
         return;
     struct hr_agent *a = &job->agents[job->stdin_agent];
@@ -465,28 +464,9 @@ static void on_stdin(uv_fs_t *req)
     uint8_t *f;
     size_t len;
     hvd_wbuf_init(&w);
-    /* n <= 0 is end of input (or an unreadable stdin): an empty frame. */
-    hvd_wbuf_raw(&w, job->stdin_buf, n > 0 ? (size_t)n : 0);
+    hvd_wbuf_raw(&w, buf, n);
     if (hvd_wbuf_finish(&w, HVD_MSG_STDIN, &f, &len) == 0)
         hr_link_send(a, f, len, n > 0);
-}
-
-static void read_stdin(struct hr_job *job)
-{
-    if (job->stdin_busy)
-        return;
-    job->stdin_req.data = job;
-    uv_buf_t b = uv_buf_init(job->stdin_buf, sizeof(job->stdin_buf));
-    /* A job in the background must not be stopped by SIGTTIN: its stdin
-     * is the terminal of someone else's foreground. */
-    if (isatty(STDIN_FILENO) && tcgetpgrp(STDIN_FILENO) != getpgrp()) {
-        job->stdin_req.result = 0;
-        on_stdin(&job->stdin_req);
-        return;
-    }
-    if (uv_fs_read(job->loop, &job->stdin_req, STDIN_FILENO, &b, 1, -1,
-                   on_stdin) == 0)
-        job->stdin_busy = 1;
 }
 
 static void on_signal(uv_signal_t *h, int sig)
@@ -741,6 +721,7 @@ int hr_job_run(const struct hr_opts *o, const struct hvd_hostlist *hosts,
     int rc;
 
     job.loop = uv_default_loop();
+    hr_stdin_init(&job.in, job.loop, on_stdin, &job);
     job.opts = o;
     job.hosts = hosts;
     job.plan = plan;
@@ -777,7 +758,7 @@ int hr_job_run(const struct hr_opts *o, const struct hvd_hostlist *hosts,
     /* A thread-pool read of a terminal or an idle pipe would block the
      * exit until the user typed something, and a write to a terminal that
      * takes nothing would block it forever: leave without waiting. */
-    if (job.stdin_busy || hr_output_busy(&job.out)) {
+    if (job.in.busy || hr_output_busy(&job.out)) {
         fflush(NULL);
         _exit(rc);
     }

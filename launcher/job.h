@@ -13,6 +13,7 @@
 #include "common/strvec.h"
 #include "output.h"
 #include "rdv.h"
+#include "stdin_reader.h"
 
 /* horovodrun's own exit codes; a failed rank's code is passed through. */
 enum hr_exit {
@@ -95,9 +96,7 @@ struct hr_job {
     uint8_t secret[HVD_SECRET_LEN];
     char secret_hex[2 * HVD_SECRET_LEN + 1];
     int stdin_agent; /* agent that hosts rank 0, or -1 */
-    uv_fs_t stdin_req;
-    int stdin_busy;
-    char stdin_buf[65536];
+    struct hr_stdin in;
 };
 
 /* "SIGKILL" for 9; "SIG?" for numbers without a name. */

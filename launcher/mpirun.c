@@ -23,6 +23,7 @@
 #include "net.h"
 #include "output.h"
 #include "spawn.h"
+#include "stdin_reader.h"
 
 extern char **environ;
 
@@ -58,9 +59,7 @@ struct mpijob {
     struct mpistream s[2];
     uv_pipe_t in; /* mpirun's stdin, which it hands to rank 0 */
     int in_open;
-    uv_fs_t stdin_req;
-    int stdin_busy;
-    char stdin_buf[65536];
+    struct hr_stdin stdin_reader;
     uv_write_t stdin_write;
     uv_signal_t sigint, sigterm, sighup;
     uv_timer_t stop_timer;
@@ -76,7 +75,7 @@ struct mpijob {
     int held_cut;
 };
 
-static void read_stdin(struct mpijob *job);
+static void on_stdin(struct hr_stdin *in, const char *buf, size_t n);
 
 static void maybe_end(struct mpijob *job)
 {
@@ -276,46 +275,26 @@ static void on_stdin_written(uv_write_t *req, int status)
     struct mpijob *job = req->data;
     if (status != 0)
         close_stdin(job); /* rank 0 or mpirun no longer reads it */
-    else
-        read_stdin(job);
+    else if (job->in_open)
+        hr_stdin_read(&job->stdin_reader);
 }
 
-static void on_stdin(uv_fs_t *req)
+/* As job.c: horovodrun's stdin goes to rank 0, here through mpirun; the
+ * next read starts once mpirun has taken the block. */
+static void on_stdin(struct hr_stdin *in, const char *buf, size_t n)
 {
-    struct mpijob *job = req->data;
-    ssize_t n = req->result;
-    uv_fs_req_cleanup(req);
-    job->stdin_busy = 0;
+    struct mpijob *job = in->data;
     if (!job->in_open)
         return;
-    /* n <= 0 is end of input (or an unreadable stdin). */
-    if (n <= 0) {
+    if (n == 0) {
         close_stdin(job);
         return;
     }
-    uv_buf_t b = uv_buf_init(job->stdin_buf, (unsigned)n);
+    uv_buf_t b = uv_buf_init((char *)buf, (unsigned)n);
     job->stdin_write.data = job;
     if (uv_write(&job->stdin_write, (uv_stream_t *)&job->in, &b, 1,
                  on_stdin_written) != 0)
         close_stdin(job);
-}
-
-/* As job.c: horovodrun's stdin goes to rank 0, here through mpirun. */
-static void read_stdin(struct mpijob *job)
-{
-    if (job->stdin_busy || !job->in_open)
-        return;
-    job->stdin_req.data = job;
-    uv_buf_t b = uv_buf_init(job->stdin_buf, sizeof(job->stdin_buf));
-    /* In the background of a terminal rank 0 sees end of input instead
-     * of stopping the job with SIGTTIN. */
-    if (isatty(STDIN_FILENO) && tcgetpgrp(STDIN_FILENO) != getpgrp()) {
-        close_stdin(job);
-        return;
-    }
-    if (uv_fs_read(job->loop, &job->stdin_req, STDIN_FILENO, &b, 1, -1,
-                   on_stdin) == 0)
-        job->stdin_busy = 1;
 }
 
 static void on_exit_cb(uv_process_t *p, int64_t status, int sig)
@@ -482,7 +461,8 @@ static int start_mpirun(struct mpijob *job, char *const *argv)
                  job->plan->size);
     for (int k = 0; k < 2; k++)
         uv_read_start((uv_stream_t *)&job->s[k].pipe, alloc_cb, on_read);
-    read_stdin(job);
+    if (job->in_open)
+        hr_stdin_read(&job->stdin_reader);
     return 0;
 }
 
@@ -573,6 +553,7 @@ int hr_mpirun_run(const struct hr_opts *o, const struct hvd_hostlist *hosts,
     int rc;
 
     job.loop = uv_default_loop();
+    hr_stdin_init(&job.stdin_reader, job.loop, on_stdin, &job);
     job.opts = o;
     job.hosts = hosts;
     job.plan = plan;
@@ -601,7 +582,7 @@ int hr_mpirun_run(const struct hr_opts *o, const struct hvd_hostlist *hosts,
     hr_output_close(&job.out);
     /* As job.c: a read of a terminal or a write to one that takes
      * nothing must not hold the exit. */
-    if (job.stdin_busy || hr_output_busy(&job.out)) {
+    if (job.stdin_reader.busy || hr_output_busy(&job.out)) {
         fflush(NULL);
         _exit(rc);
     }

@@ -6,13 +6,16 @@ passes on to hvd-agent and to every rank, so a test can find exactly the
 processes it started (and never another test's) by scanning /proc.
 """
 
+import fcntl
 import os
+import pty
 import re
 import shlex
 import signal
 import subprocess
 import sys
 import tempfile
+import termios
 import threading
 import time
 import unittest
@@ -420,6 +423,35 @@ class TestCase(unittest.TestCase):
                   cwd=cwd if cwd is not None else self.tmp)
         self.addCleanup(job.kill)
         return job
+
+    def run_hr_behind_terminal(self, *args, timeout=30):
+        """Runs horovodrun as `horovodrun ARGS &` from an interactive shell:
+        a background job of a terminal that the shell holds in the
+        foreground."""
+        master, slave = pty.openpty()
+        self.addCleanup(os.close, master)
+
+        def own_terminal():
+            os.setsid()
+            fcntl.ioctl(0, termios.TIOCSCTTY, 0)
+        argv = ["sh", "-c", 'set -m; "$@" & wait $!', "sh"] + hr_args(*args)
+        t0 = time.monotonic()
+        p = subprocess.Popen(argv, stdin=slave, stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE, env=self.env(),
+                             cwd=self.tmp, preexec_fn=own_terminal)
+        os.close(slave)
+        _popens.append(p)
+        try:
+            out, err = p.communicate(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            p.kill()
+            kill_marked(self.marker)
+            out, err = p.communicate()
+            raise AssertionError(
+                "a background horovodrun did not finish within %s s "
+                "(stopped by SIGTTIN?)\n%s" % (timeout, Result(
+                    argv, None, out, err, time.monotonic() - t0).describe()))
+        return Result(argv, p.returncode, out, err, time.monotonic() - t0)
 
     def assertRc(self, res, rc):
         self.assertEqual(res.rc, rc, "unexpected exit code\n" +

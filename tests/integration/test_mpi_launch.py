@@ -197,6 +197,14 @@ os.write(1, b"cr\rcrlf\r\nno newline")
         self.assertEqual(sorted(res.out_lines),
                          ["[0,0]<stdout>:got hello", "[1,1]<stdout>:got "])
 
+    def test_background_job_gives_rank0_end_of_input(self):
+        # As test_stdin.py: `horovodrun --mpi ... &` at a terminal.
+        res = self.run_hr_behind_terminal(
+            "--mpi", "-np", "2", *sh('read x; echo "got [$x] $?"'))
+        self.assertRc(res, 0)
+        self.assertEqual(sorted(res.out_lines),
+                         ["[0,0]<stdout>:got [] 1", "[1,1]<stdout>:got [] 1"])
+
     def test_gpu_pinning(self):
         script = 'echo "${CUDA_VISIBLE_DEVICES:-unset}"'
         res = self.run_mpi("-np", "3", *sh(script),

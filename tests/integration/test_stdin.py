@@ -110,6 +110,18 @@ else:
                          ["[0,0]<stdout>:done", "[1,1]<stdout>:done"])
         self.assertLess(time.monotonic() - t0, 15)
 
+    def test_background_job_gives_rank0_end_of_input(self):
+        # `horovodrun ... &`: the terminal belongs to the foreground, so
+        # rank 0 reads end of input at once rather than the job being
+        # stopped by SIGTTIN.
+        res = self.run_hr_behind_terminal("-np", "2", *py(READ_ALL))
+        self.assertRc(res, 0)
+        self.assertEqual(sorted(l[:len("[0,0]<stdout>:rank 0 read b'' in")]
+                                for l in res.out_lines),
+                         ["[0,0]<stdout>:rank 0 read b'' in",
+                          "[1,1]<stdout>:rank 1 read b'' in"],
+                         res.describe())
+
     def test_terminal_stdin_reaches_rank0(self):
         master, slave = pty.openpty()
         self.addCleanup(os.close, master)
