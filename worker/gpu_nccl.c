@@ -110,8 +110,9 @@ static int wait_done(struct hvd_ctx *c, struct hvd_nccl *g, int init, char *err,
         }
         if (hvd__now_ms() >= deadline) {
             snprintf(err, errlen,
-                     "NCCL made no progress for %d s (a rank is stopped or "
-                     "hung)",
+                     "NCCL did not finish within %d s "
+                     "(HOROVOD_PEER_TIMEOUT: a rank is stopped or hung, or "
+                     "the operation needs longer)",
                      c->peer_timeout_s);
             abort_comm(g);
             return HVD_ETIMEDOUT;
