@@ -453,6 +453,31 @@ class TestCase(unittest.TestCase):
                     argv, None, out, err, time.monotonic() - t0).describe()))
         return Result(argv, p.returncode, out, err, time.monotonic() - t0)
 
+    def assertOrderedStreams(self, res, np, n, local_rank=lambda r: r):
+        """Checks the output of ORDERED with N = n on np ranks: on each
+        stream every rank's n lines, whole, in order, prefixed with its
+        local rank. Returns {stream: {rank: [(local_rank, text)]}}."""
+        got = {}
+        for stream, lines, tag in (("stdout", res.out_lines, "out"),
+                                   ("stderr", res.err_lines, "err")):
+            per, bad = prefixed(lines, stream)
+            self.assertEqual(bad[:5], [], "malformed %s lines" % stream)
+            self.assertEqual(sorted(per), list(range(np)))
+            for r in range(np):
+                seq = []
+                for lr, text in per[r]:
+                    self.assertEqual(lr, local_rank(r))
+                    m = ORDERED_RE.match(text)
+                    self.assertTrue(m, "rank %d %s: split or interleaved "
+                                    "line %r" % (r, stream, text[:200]))
+                    self.assertEqual((int(m.group(1)), m.group(2)), (r, tag))
+                    seq.append(int(m.group(3)))
+                self.assertEqual(seq, list(range(n)),
+                                 "rank %d %s lines lost or out of order" %
+                                 (r, stream))
+            got[stream] = per
+        return got
+
     def assertRc(self, res, rc):
         self.assertEqual(res.rc, rc, "unexpected exit code\n" +
                          res.describe())

@@ -127,24 +127,9 @@ class MpiLaunchTest(hvdtest.TestCase):
         res = self.run_mpi("-np", np, "--output-filename", out,
                            *py("N = %d\n" % n + hvdtest.ORDERED), timeout=90)
         self.assertRc(res, 0)
-        for stream, lines, tag in (("stdout", res.out_lines, "out"),
-                                   ("stderr", res.err_lines, "err")):
-            per, bad = hvdtest.prefixed(lines, stream)
-            self.assertEqual(bad[:5], [], "malformed %s lines" % stream)
-            self.assertEqual(sorted(per), list(range(np)))
+        for stream, per in self.assertOrderedStreams(res, np, n).items():
+            # The file holds the same lines, raw.
             for r in range(np):
-                seq = []
-                for lr, text in per[r]:
-                    self.assertEqual(lr, r)
-                    m = hvdtest.ORDERED_RE.match(text)
-                    self.assertTrue(m, "rank %d %s: split or interleaved "
-                                    "line %r" % (r, stream, text[:200]))
-                    self.assertEqual((int(m.group(1)), m.group(2)), (r, tag))
-                    seq.append(int(m.group(3)))
-                self.assertEqual(seq, list(range(n)),
-                                 "rank %d %s lines lost or out of order" %
-                                 (r, stream))
-                # The file holds the same lines, raw.
                 with open(os.path.join(out, "rank.%d" % r, stream)) as f:
                     raw = f.read()
                 self.assertEqual(raw, "".join(t + "\n" for _, t in per[r]))

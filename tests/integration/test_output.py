@@ -9,7 +9,6 @@ from hvdtest import py, sh
 # Each rank writes N numbered lines of varying length to stdout and to
 # stderr, in raw writes of random sizes that cut lines anywhere.
 ORDERED = hvdtest.ORDERED
-LINE_RE = hvdtest.ORDERED_RE
 
 
 class OutputTest(hvdtest.TestCase):
@@ -41,23 +40,7 @@ class OutputTest(hvdtest.TestCase):
         res = self.run_hr("-np", "4", *py("N = %d\n" % n + ORDERED),
                           timeout=90)
         self.assertRc(res, 0)
-        for stream, lines, tag in (("stdout", res.out_lines, "out"),
-                                   ("stderr", res.err_lines, "err")):
-            per, bad = hvdtest.prefixed(lines, stream)
-            self.assertEqual(bad[:5], [], "malformed %s lines" % stream)
-            self.assertEqual(sorted(per), [0, 1, 2, 3])
-            for r in range(4):
-                seq = []
-                for lr, text in per[r]:
-                    self.assertEqual(lr, r)
-                    m = LINE_RE.match(text)
-                    self.assertTrue(m, "rank %d %s: split or interleaved "
-                                    "line %r" % (r, stream, text[:200]))
-                    self.assertEqual((int(m.group(1)), m.group(2)), (r, tag))
-                    seq.append(int(m.group(3)))
-                self.assertEqual(seq, list(range(n)),
-                                 "rank %d %s lines lost or out of order" %
-                                 (r, stream))
+        self.assertOrderedStreams(res, 4, n)
 
     def test_one_mib_line(self):
         size = 1 << 20

@@ -80,7 +80,6 @@ print("chain", " ".join(map(str, chain)), flush=True)
 """
 
 ORDERED = hvdtest.ORDERED
-ORDERED_RE = hvdtest.ORDERED_RE
 INT_DIES = hvdtest.INT_DIES
 
 # A rank that leaves a file behind if it ever starts (in the job's cwd).
@@ -291,23 +290,7 @@ class RemoteJobTest(SshTestCase):
         res = self.hr("-np", "4", "-H", self.c.hosts_arg(2),
                       *py("N = %d\n" % n + ORDERED), timeout=120)
         self.assertRc(res, 0)
-        for stream, lines, tag in (("stdout", res.out_lines, "out"),
-                                   ("stderr", res.err_lines, "err")):
-            per, bad = hvdtest.prefixed(lines, stream)
-            self.assertEqual(bad[:5], [], "malformed %s lines" % stream)
-            self.assertEqual(sorted(per), [0, 1, 2, 3])
-            for r in range(4):
-                seq = []
-                for lr, text in per[r]:
-                    self.assertEqual(lr, r % 2)
-                    m = ORDERED_RE.match(text)
-                    self.assertTrue(m, "rank %d %s: split or interleaved "
-                                    "line %r" % (r, stream, text[:200]))
-                    self.assertEqual((int(m.group(1)), m.group(2)), (r, tag))
-                    seq.append(int(m.group(3)))
-                self.assertEqual(seq, list(range(n)),
-                                 "rank %d %s lines lost or out of order" %
-                                 (r, stream))
+        self.assertOrderedStreams(res, 4, n, local_rank=lambda r: r % 2)
 
     def test_exact_prefixes(self):
         res = self.hr("-np", "4", "-H", self.c.hosts_arg(2),
