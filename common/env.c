@@ -48,6 +48,22 @@ int hvd_env_contract(struct hvd_strvec *env, const struct hvd_plan *p,
                                 ep->master_port)) ||
         (err = hvd_strvec_push(env, HVD_ENV_PYTHONUNBUFFERED "=1")))
         return err;
+    if (ep->gloo_iface == NULL)
+        return 0;
+    /* What Horovod's own horovodrun gives a Gloo rank; the store is on the
+     * rendezvous address. An empty interface is Gloo's default. */
+    const char *nccl = ep->nccl_ifnames ? ep->nccl_ifnames : ep->gloo_iface;
+    if ((err = hvd_strvec_pushf(env, HVD_ENV_GLOO_RDV_ADDR "=%s",
+                                ep->rdv_addr)) ||
+        (err = hvd_strvec_pushf(env, HVD_ENV_GLOO_RDV_PORT "=%d",
+                                ep->gloo_port)) ||
+        (err = hvd_strvec_push(env, HVD_ENV_CONTROLLER "=gloo")) ||
+        (err = hvd_strvec_push(env, HVD_ENV_CPU_OPERATIONS "=gloo")) ||
+        (err =
+             hvd_strvec_pushf(env, HVD_ENV_GLOO_IFACE "=%s", ep->gloo_iface)) ||
+        (nccl[0] != '\0' &&
+         (err = hvd_strvec_pushf(env, HVD_ENV_NCCL_SOCKET_IFNAME "=%s", nccl))))
+        return err;
     return 0;
 }
 

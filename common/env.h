@@ -14,6 +14,14 @@ struct hvd_endpoints {
     int master_port;
     const char *secret_hex; /* job secret */
     double start_timeout;   /* seconds for all ranks to meet */
+    /* Horovod's Gloo rendezvous store (port 0: none, so real Horovod
+     * ranks fail to meet instead of running alone), the interface of the
+     * rendezvous address ("" when unknown: Gloo's default) and the comma
+     * list for NCCL (NULL: the Gloo interface); NULL gloo_iface: no Gloo
+     * variables at all. */
+    int gloo_port;
+    const char *gloo_iface;
+    const char *nccl_ifnames;
 };
 
 /* Appends the contract variables ("NAME=value") for one rank to env. */

@@ -22,6 +22,15 @@
 #define HVD_ENV_TORCH_MASTER_ADDR "MASTER_ADDR"
 #define HVD_ENV_TORCH_MASTER_PORT "MASTER_PORT"
 
+/* Horovod's Gloo rendezvous, for ranks that link real Horovod: its HTTP
+ * store, the controller and CPU operations Horovod's own horovodrun picks,
+ * and the interface its Gloo and NCCL connect through. */
+#define HVD_ENV_GLOO_RDV_ADDR "HOROVOD_GLOO_RENDEZVOUS_ADDR"
+#define HVD_ENV_GLOO_RDV_PORT "HOROVOD_GLOO_RENDEZVOUS_PORT"
+#define HVD_ENV_CPU_OPERATIONS "HOROVOD_CPU_OPERATIONS"
+#define HVD_ENV_GLOO_IFACE "HOROVOD_GLOO_IFACE"
+#define HVD_ENV_NCCL_SOCKET_IFNAME "NCCL_SOCKET_IFNAME"
+
 #define HVD_ENV_PYTHONUNBUFFERED "PYTHONUNBUFFERED"
 #define HVD_ENV_CUDA_VISIBLE "CUDA_VISIBLE_DEVICES"
 
@@ -32,7 +41,8 @@
 #define HVD_ENV_HIERARCHICAL_ALLREDUCE "HOROVOD_HIERARCHICAL_ALLREDUCE"
 #define HVD_ENV_PEER_TIMEOUT "HOROVOD_PEER_TIMEOUT"
 #define HVD_ENV_LOG_LEVEL "HOROVOD_LOG_LEVEL"
-/* "mpi": libhvd takes the job from MPI (see worker/mpi_backend.h). */
+/* "mpi": libhvd takes the job from MPI (see worker/mpi_backend.h); any
+ * other value ("gloo", as for real Horovod) leaves it to the contract. */
 #define HVD_ENV_CONTROLLER "HOROVOD_CONTROLLER"
 #define HVD_ENV_MPI_THREADS_DISABLE "HOROVOD_MPI_THREADS_DISABLE"
 /* Open MPI's view of a rank's place, as mpirun sets it. */
@@ -47,6 +57,22 @@
 #define HVD_ENV_STALL_WARN "HOROVOD_STALL_CHECK_TIME_SECONDS"
 #define HVD_ENV_TIMELINE "HOROVOD_TIMELINE"
 #define HVD_ENV_TIMELINE_MARK_CYCLES "HOROVOD_TIMELINE_MARK_CYCLES"
+/* Horovod's other runtime settings, which horovodrun passes on for ranks
+ * that link real Horovod (libhvd reads none of them). */
+#define HVD_ENV_HIERARCHICAL_ALLGATHER "HOROVOD_HIERARCHICAL_ALLGATHER"
+#define HVD_ENV_TORUS_ALLREDUCE "HOROVOD_TORUS_ALLREDUCE"
+#define HVD_ENV_AUTOTUNE "HOROVOD_AUTOTUNE"
+#define HVD_ENV_AUTOTUNE_LOG "HOROVOD_AUTOTUNE_LOG"
+#define HVD_ENV_AUTOTUNE_WARMUP "HOROVOD_AUTOTUNE_WARMUP_SAMPLES"
+#define HVD_ENV_AUTOTUNE_STEPS "HOROVOD_AUTOTUNE_STEPS_PER_SAMPLE"
+#define HVD_ENV_AUTOTUNE_BAYES "HOROVOD_AUTOTUNE_BAYES_OPT_MAX_SAMPLES"
+#define HVD_ENV_AUTOTUNE_NOISE "HOROVOD_AUTOTUNE_GAUSSIAN_PROCESS_NOISE"
+#define HVD_ENV_NUM_NCCL_STREAMS "HOROVOD_NUM_NCCL_STREAMS"
+#define HVD_ENV_THREAD_AFFINITY "HOROVOD_THREAD_AFFINITY"
+#define HVD_ENV_GLOO_TIMEOUT "HOROVOD_GLOO_TIMEOUT_SECONDS"
+#define HVD_ENV_LOG_HIDE_TIME "HOROVOD_LOG_HIDE_TIME"
+/* --tcp: NCCL keeps off InfiniBand, as under Horovod's horovodrun. */
+#define HVD_ENV_NCCL_IB_DISABLE "NCCL_IB_DISABLE"
 
 /* Launcher settings read from the environment. */
 #define HVD_ENV_START_TIMEOUT "HOROVOD_START_TIMEOUT"

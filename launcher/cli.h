@@ -5,6 +5,8 @@
 #include <stddef.h>
 #include <stdio.h>
 
+#include "common/strvec.h"
+
 /* How agents on other hosts are started (--launcher). */
 enum hr_launcher {
     HR_LAUNCH_AUTO = 0, /* slurm inside an allocation, else ssh */
@@ -12,6 +14,13 @@ enum hr_launcher {
     HR_LAUNCH_SLURM = 2
 };
 
+/*
+ * Strings point into argv, into the --config-file's values or into
+ * strings (all owned by the struct until hr_opts_close). The runtime's
+ * settings are kept as the text horovodrun exports (see
+ * hr_cli_export_env); NULL leaves the variable as the environment has it.
+ * Switches that Horovod exports both ways hold "1" or "0".
+ */
 struct hr_opts {
     int np;               /* 0 when -np was not given */
     const char *hosts;    /* -H */
@@ -26,34 +35,60 @@ struct hr_opts {
     const char *identity_file; /* -i */
     int ssh_accept_new;        /* add unknown host keys */
     const char *agent_path;    /* hvd-agent on remote hosts */
-    const char *network_interface;
+    /* "eth0,eth1" as given (repeated options joined by commas); the
+     * first interface gives the rendezvous address. */
+    const char *network_interfaces;
     const char *rendezvous_addr;
-    const char *fusion_threshold_mb; /* exported to the ranks */
+    const char *config_file;
+    int prefix_timestamp;     /* time in front of every rank line */
+    int disable_cache;        /* accepted: there is no cache to disable */
+    int no_gloo_rendezvous;   /* no Gloo HTTP store for real Horovod */
+    int tcp;                  /* --tcp */
+    const char *binding_args; /* mpirun's binding under --mpi */
+    const char *fusion_threshold_mb; /* MB; exported in bytes */
     const char *cycle_time_ms;
     const char *cache_capacity;
+    const char *hierarchical;           /* allreduce: "1", "0" */
+    const char *hierarchical_allgather; /* "1", "0" */
+    const char *torus_allreduce;        /* "1", "0" */
+    const char *autotune;               /* "1", "0" */
+    const char *autotune_log_file;
+    const char *autotune_warmup_samples;
+    const char *autotune_steps_per_sample;
+    const char *autotune_bayes_opt_max_samples;
+    const char *autotune_gaussian_process_noise;
+    const char *timeline;
+    const char *timeline_mark_cycles; /* "1", "0" */
+    const char *stall_check_disable;  /* "1", "0" */
     const char *stall_warn_s;
     const char *stall_shutdown_s;
-    int no_stall_check;
-    const char *timeline;
-    int timeline_mark_cycles;
-    const char *hierarchical; /* "1", "0", or NULL: the runtime decides */
+    const char *mpi_threads_disable; /* "1", "0" */
+    const char *num_nccl_streams;
+    const char *thread_affinity;
+    const char *gloo_timeout_s;
     const char *log_level;
-    int launcher;         /* enum hr_launcher; never AUTO after parsing */
-    int mpi;              /* --mpi: run the ranks with mpirun */
+    const char *log_hide_time; /* "1", "0" */
+    int launcher;              /* enum hr_launcher; never AUTO after parsing */
+    int mpi;                   /* --mpi: run the ranks with mpirun */
     int gloo;             /* --gloo: horovodrun's own launcher, said aloud */
     const char *mpi_args; /* --mpi-args, split like a shell would */
     char **cmd;           /* the command and its arguments, NULL-terminated */
     int cmdc;
+    struct hvd_strvec strings;  /* owned values the fields may point to */
+    struct hvd_strvec warnings; /* one line each, for the caller to print */
 };
 
 struct hr_option {
     const char *name;  /* long name without "--" */
-    const char *alias; /* another spelling, e.g. "-np"; or NULL */
+    const char *alias; /* another spelling, "-np" or "--min-num-proc" */
     char short_name;   /* or 0 */
-    const char *arg;   /* argument name for --help, NULL if none */
-    const char *help;
+    const char *arg;   /* argument name(s) for --help, NULL if none */
+    const char *help;  /* NULL: a deprecated spelling left out of --help */
     int (*handler)(struct hr_opts *o, const char *arg, char *err,
                    size_t errlen);
+    /* Set for the options this horovodrun refuses (elastic training,
+     * jsrun): why, after the option's name, in the usage error. */
+    const char *refused;
 };
 
 /* The table that --help, the parser and the man page test read. */
@@ -67,12 +102,35 @@ enum hr_cli_result {
 };
 
 /*
- * Parses argv into o (argv may be reordered, never freed). Environment
- * defaults (HOROVOD_START_TIMEOUT) are applied first. Help and version go
- * to out.
+ * Parses argv into o, which hr_opts_close frees even after an error
+ * (argv is neither changed nor freed and must outlive o). Parsing stops
+ * at the first word that is not an option, or after "--": the command.
+ * A --config-file is read under the command line, whose options win
+ * whatever their order. Environment defaults (HOROVOD_START_TIMEOUT) are
+ * applied last. Help and version go to out.
  */
 int hr_cli_parse(struct hr_opts *o, int argc, char **argv, FILE *out, char *err,
                  size_t errlen);
+void hr_opts_close(struct hr_opts *o);
 void hr_cli_help(FILE *out);
+
+/*
+ * Runs the option with long name name on arg (NULL for a switch), as
+ * --config-file does for its keys. 0, or -1 with the option's one-line
+ * complaint in err.
+ */
+int hr_cli_apply(struct hr_opts *o, const char *name, const char *arg,
+                 char *err, size_t errlen);
+
+/* A copy of s (len bytes) that o owns, or NULL without memory. */
+const char *hr_opts_keep(struct hr_opts *o, const char *s, size_t len);
+
+/*
+ * Sets the variables Horovod's horovodrun sets for its ranks from the
+ * runtime options, in Horovod's units (--fusion-threshold-mb in bytes),
+ * in this process's environment, which the ranks inherit. 0, or -1 with
+ * errno set by setenv.
+ */
+int hr_cli_export_env(const struct hr_opts *o);
 
 #endif

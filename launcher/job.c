@@ -11,10 +11,12 @@
 #include <unistd.h>
 
 #include "common/env.h"
+#include "common/envc.h"
 #include "common/hvd_err.h"
 #include "common/log.h"
 #include "common/proto.h"
 #include "common/wire.h"
+#include "gloo_store.h"
 #include "link.h"
 #include "net.h"
 #include "spawn.h"
@@ -178,6 +180,9 @@ static int send_job(struct hr_job *job, struct hr_agent *a)
         .master_port = job->master_port,
         .secret_hex = job->secret_hex,
         .start_timeout = job->opts->start_timeout,
+        .gloo_port = job->gloo_port,
+        .gloo_iface = job->gloo_iface,
+        .nccl_ifnames = job->opts->network_interfaces,
     };
     js.cwd = strdup(job->cwd);
     js.kill_grace_ms = (uint32_t)(job->opts->kill_grace * 1000);
@@ -217,6 +222,50 @@ static void on_ping(uv_timer_t *t)
             send_simple(&job->agents[i], HVD_MSG_PING, PING_SILENCE_MS, 0);
 }
 
+/* Horovod's Gloo rendezvous on the rendezvous address, open to the job's
+ * hosts and this one, for ranks that link real Horovod. Without it
+ * (--no-gloo-rendezvous) those ranks get port 0, where nothing listens,
+ * so that they fail in hvd.init() instead of each running alone. */
+static int start_gloo(struct hr_job *job, const char *addr)
+{
+    struct hr_gloo_cfg cfg;
+    char err[256];
+    int rc = 0;
+
+    const char *ctl = getenv(HVD_ENV_CONTROLLER);
+    if (ctl != NULL && strcmp(ctl, "gloo") != 0)
+        hvd_log_warn("the ranks get %s=gloo, not the %s=%s of this "
+                     "environment: horovodrun's own launcher starts them; "
+                     "use --mpi to run them under mpirun",
+                     HVD_ENV_CONTROLLER, HVD_ENV_CONTROLLER, ctl);
+    if (hr_net_addr_if(addr, job->gloo_iface, sizeof(job->gloo_iface)) != 0)
+        job->gloo_iface[0] = '\0';
+    if (job->opts->no_gloo_rendezvous)
+        return 0;
+    hr_gloo_cfg_init(&cfg);
+    if ((rc = hr_gloo_cfg_allow_self(&cfg, err, sizeof(err))) != 0)
+        goto out;
+    for (int i = 0; i < job->nagents && rc == 0; i++)
+        rc =
+            hr_gloo_cfg_allow_host(&cfg, job->agents[i].name, err, sizeof(err));
+    if (rc == 0)
+        rc = hr_gloo_cfg_plan(&cfg, job->plan, job->hosts, err, sizeof(err));
+    if (rc == 0)
+        rc = hr_gloo_store_start(&job->gloo, &cfg, addr, 0, &job->gloo_port,
+                                 err, sizeof(err));
+out:
+    if (rc != 0)
+        fail_job(job,
+                 "cannot start Horovod's Gloo rendezvous on %s: %s "
+                 "(--no-gloo-rendezvous turns it off)",
+                 addr, err);
+    else
+        hvd_log_info("Gloo rendezvous (HTTP) on %s:%d, interface '%s'", addr,
+                     job->gloo_port, job->gloo_iface);
+    hr_gloo_cfg_close(&cfg);
+    return rc;
+}
+
 /* Pre-flight passed on every host: the rendezvous server goes up where
  * all hosts can reach it, and every agent gets its part of the job. */
 static void start_job(struct hr_job *job)
@@ -235,6 +284,8 @@ static void start_job(struct hr_job *job)
                  rc < 0 ? uv_strerror(rc) : "no such address");
         return;
     }
+    if (start_gloo(job, addr) != 0)
+        return;
     job->master_port = job->agents[job->stdin_agent].free_port;
     hvd_log_info("rendezvous server on %s:%d; MASTER_PORT %d", job->rdv.addr,
                  job->rdv.port, job->master_port);
@@ -567,10 +618,10 @@ static void close_walk(uv_handle_t *h, void *arg)
         uv_close(h, NULL);
 }
 
-/* The address ranks reach the rendezvous server at: the user's choice,
- * else this host's address on the route to the remote hosts (that of the
- * first SSH connection, or the route to the first srun host), else
- * loopback. */
+/* The address ranks reach the rendezvous server at: the user's choice
+ * (an address, or the first of the --network-interfaces), else this
+ * host's address on the route to the remote hosts (that of the first SSH
+ * connection, or the route to the first srun host), else loopback. */
 static int rdv_addr(struct hr_job *job, char *out, size_t len)
 {
     const struct hr_opts *o = job->opts;
@@ -578,8 +629,13 @@ static int rdv_addr(struct hr_job *job, char *out, size_t len)
         snprintf(out, len, "%s", o->rendezvous_addr);
         return 0;
     }
-    if (o->network_interface)
-        return hr_net_if_addr(o->network_interface, out, len);
+    if (o->network_interfaces) {
+        char first[64];
+        snprintf(first, sizeof(first), "%.*s",
+                 (int)strcspn(o->network_interfaces, ","),
+                 o->network_interfaces);
+        return hr_net_if_addr(first, out, len);
+    }
     for (int i = 0; i < job->nagents; i++)
         if (job->agents[i].ssh)
             return hr_ssh_local_addr(job->agents[i].ssh, out, len);
@@ -639,6 +695,7 @@ static int setup(struct hr_job *job)
         hvd_log_error("%s", rc == HVD_ENOMEM ? "out of memory" : err);
         return rc == HVD_ENOMEM ? HR_EXIT_INTERNAL : HR_EXIT_USAGE;
     }
+    job->out.timestamp = o->prefix_timestamp;
     job->out.on_pause = on_output_pause;
     job->out.on_idle = on_output_idle;
     job->out.arg = job;
@@ -741,6 +798,7 @@ int hr_job_run(const struct hr_opts *o, const struct hvd_hostlist *hosts,
                      HR_OUTPUT_HIGH);
 
     hr_rdv_close(&job.rdv);
+    hr_gloo_store_close(job.gloo);
 
     /* A stdin read may still block in the thread pool; everything else
      * is closed so that sanitizers see no leaks. */

@@ -27,6 +27,7 @@ enum hr_exit {
 
 struct hr_job;
 struct hr_ssh;
+struct hr_gloo_store;
 
 struct hr_agent {
     struct hr_job *job;
@@ -78,6 +79,9 @@ struct hr_job {
     int ranks_done;
     struct hr_output out;
     struct hr_rdv rdv;
+    struct hr_gloo_store *gloo; /* Horovod's Gloo rendezvous, or NULL */
+    int gloo_port;              /* its port; 0 with --no-gloo-rendezvous */
+    char gloo_iface[64];        /* the rendezvous address's interface */
     uv_signal_t sigint, sigterm, sighup;
     uv_timer_t start_timer, stop_timer;
     uv_timer_t ping_timer; /* keeps remote agents sure we are alive */

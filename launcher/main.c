@@ -1,10 +1,11 @@
 /* horovodrun: parse the command line, plan the ranks, run the job. */
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "cli.h"
 #include "common/hostspec.h"
-#include "common/envc.h"
 #include "common/hvd_err.h"
 #include "common/log.h"
 #include "common/plan.h"
@@ -23,39 +24,25 @@ int main(int argc, char **argv)
     hvd_log_init("horovodrun", 0);
     hvd_hostlist_init(&hl);
     rc = hr_cli_parse(&o, argc, argv, stdout, err, sizeof(err));
-    if (rc == HR_CLI_DONE)
-        return 0;
+    for (size_t i = 0; i < o.warnings.n; i++)
+        hvd_log_warn("%s", o.warnings.v[i]);
+    if (rc == HR_CLI_DONE) {
+        rc = 0;
+        goto out;
+    }
     if (rc == HR_CLI_USAGE) {
         hvd_log_error("%s", err);
-        return HR_EXIT_USAGE;
+        rc = HR_EXIT_USAGE;
+        goto out;
     }
     hvd_log_init("horovodrun", o.verbose);
     /* Runtime tuning travels to the ranks in the environment, which they
      * inherit from horovodrun. */
-    if (o.fusion_threshold_mb) {
-        char bytes[32];
-        snprintf(bytes, sizeof(bytes), "%.0f",
-                 atof(o.fusion_threshold_mb) * 1024 * 1024);
-        setenv(HVD_ENV_FUSION_THRESHOLD, bytes, 1);
+    if (hr_cli_export_env(&o) != 0) {
+        hvd_log_error("cannot set the ranks' environment: %s", strerror(errno));
+        rc = HR_EXIT_INTERNAL;
+        goto out;
     }
-    if (o.cycle_time_ms)
-        setenv(HVD_ENV_CYCLE_TIME, o.cycle_time_ms, 1);
-    if (o.cache_capacity)
-        setenv(HVD_ENV_CACHE_CAPACITY, o.cache_capacity, 1);
-    if (o.stall_warn_s)
-        setenv(HVD_ENV_STALL_WARN, o.stall_warn_s, 1);
-    if (o.stall_shutdown_s)
-        setenv(HVD_ENV_STALL_SHUTDOWN, o.stall_shutdown_s, 1);
-    if (o.no_stall_check)
-        setenv(HVD_ENV_STALL_DISABLE, "1", 1);
-    if (o.timeline)
-        setenv(HVD_ENV_TIMELINE, o.timeline, 1);
-    if (o.timeline_mark_cycles)
-        setenv(HVD_ENV_TIMELINE_MARK_CYCLES, "1", 1);
-    if (o.hierarchical)
-        setenv(HVD_ENV_HIERARCHICAL_ALLREDUCE, o.hierarchical, 1);
-    if (o.log_level)
-        setenv(HVD_ENV_LOG_LEVEL, o.log_level, 1);
 
     if (o.hosts)
         rc = hvd_hostlist_parse_spec(&hl, o.hosts, err, sizeof(err));
@@ -89,5 +76,6 @@ int main(int argc, char **argv)
 out:
     hvd_plan_close(&plan);
     hvd_hostlist_close(&hl);
+    hr_opts_close(&o);
     return rc;
 }

@@ -44,8 +44,9 @@ static int word_end(struct word *w, struct hvd_strvec *out)
     return rc;
 }
 
-int hr_shell_split(const char *s, struct hvd_strvec *out, char *err,
-                   size_t errlen)
+/* hr_shell_split for the option what (--mpi-args, --binding-args). */
+static int split_words(const char *what, const char *s, struct hvd_strvec *out,
+                       char *err, size_t errlen)
 {
     struct word w = {0};
     char quote = 0; /* the open quote, or 0 */
@@ -69,8 +70,7 @@ int hr_shell_split(const char *s, struct hvd_strvec *out, char *err,
             w.started = 1;
         } else if (*c == '\\') {
             if (c[1] == '\0') {
-                snprintf(err, errlen, "--mpi-args ends with a backslash: %s",
-                         s);
+                snprintf(err, errlen, "%s ends with a backslash: %s", what, s);
                 rc = HVD_EPARSE;
             } else if (*++c != '\n') {
                 rc = word_put(&w, *c);
@@ -82,7 +82,7 @@ int hr_shell_split(const char *s, struct hvd_strvec *out, char *err,
         }
     }
     if (rc == 0 && quote) {
-        snprintf(err, errlen, "--mpi-args has an unclosed %c quote: %s", quote,
+        snprintf(err, errlen, "%s has an unclosed %c quote: %s", what, quote,
                  s);
         rc = HVD_EPARSE;
     }
@@ -92,6 +92,12 @@ int hr_shell_split(const char *s, struct hvd_strvec *out, char *err,
         snprintf(err, errlen, "out of memory");
     free(w.p);
     return rc;
+}
+
+int hr_shell_split(const char *s, struct hvd_strvec *out, char *err,
+                   size_t errlen)
+{
+    return split_words("--mpi-args", s, out, err, errlen);
 }
 
 /* Characters a shell takes literally outside quotes. */
@@ -212,6 +218,18 @@ static int user_sets(const struct hvd_strvec *user, const char *const *opts)
     return 0;
 }
 
+/* Whether the user's mpirun arguments set the MCA parameter name
+ * (-mca NAME value or --mca NAME value). */
+static int user_sets_mca(const struct hvd_strvec *user, const char *name)
+{
+    for (size_t i = 0; i + 1 < user->n; i++)
+        if ((strcmp(user->v[i], "-mca") == 0 ||
+             strcmp(user->v[i], "--mca") == 0) &&
+            strcmp(user->v[i + 1], name) == 0)
+            return 1;
+    return 0;
+}
+
 /* "host:n,host:n" of the hosts that get ranks, as -H writes them. */
 static char *host_spec(const struct hvd_hostlist *hl, const struct hvd_plan *p)
 {
@@ -320,16 +338,20 @@ int hr_mpicmd_build(struct hr_mpicmd *c, const char *mpirun,
     static const char *const map_opts[] = {
         "-map-by", "-bynode", "-byslot",   "-npernode", "-npersocket",
         "-ppr",    "-rf",     "-rankfile", NULL};
-    struct hvd_strvec user;
+    struct hvd_strvec user, binding;
     char num[32], rsh[PATH_MAX + 128];
     char *spec = NULL;
     int rc;
 
     hvd_strvec_init(&c->argv);
     hvd_strvec_init(&user);
+    hvd_strvec_init(&binding);
     c->hostfile[0] = '\0';
     if (o->mpi_args &&
         (rc = hr_shell_split(o->mpi_args, &user, err, errlen)) != 0)
+        goto out;
+    if (o->binding_args && (rc = split_words("--binding-args", o->binding_args,
+                                             &binding, err, errlen)) != 0)
         goto out;
     if ((rc = rsh_args(o, rsh, sizeof(rsh), err, errlen)) != 0)
         goto out;
@@ -356,14 +378,31 @@ int hr_mpicmd_build(struct hr_mpicmd *c, const char *mpirun,
     }
     /* Horovod's placement: hosts in order, slots filled in turn, and no
      * pinning of the ranks to cores (the training framework's threads
-     * need them all). */
-    if (!user_sets(&user, bind_opts)) {
+     * need them all). --binding-args replaces it all, as in Horovod. */
+    for (size_t i = 0; i < binding.n; i++)
+        PUSH(binding.v[i]);
+    if (!o->binding_args && !user_sets(&user, bind_opts)) {
         PUSH("--bind-to");
         PUSH("none");
     }
-    if (!user_sets(&user, map_opts)) {
+    if (!o->binding_args && !user_sets(&user, map_opts)) {
         PUSH("--map-by");
         PUSH("slot");
+    }
+    /*
+     * --tcp: the flags Horovod gives Open MPI's mpirun, the ob1 messaging
+     * layer over the byte transfer layers but openib, keep MPI off UCX
+     * and InfiniBand verbs: TCP between hosts, shared memory within one.
+     */
+    if (o->tcp && !user_sets_mca(&user, "pml")) {
+        PUSH("--mca");
+        PUSH("pml");
+        PUSH("ob1");
+    }
+    if (o->tcp && !user_sets_mca(&user, "btl")) {
+        PUSH("--mca");
+        PUSH("btl");
+        PUSH("^openib");
     }
     /*
      * mpirun stops ranks with SIGCONT, SIGTERM and SIGKILL, sleeping this
@@ -382,13 +421,13 @@ int hr_mpicmd_build(struct hr_mpicmd *c, const char *mpirun,
         PUSH("plm_rsh_args");
         PUSH(rsh + 1);
     }
-    if (o->network_interface) {
+    if (o->network_interfaces) {
         PUSH("--mca");
         PUSH("btl_tcp_if_include");
-        PUSH(o->network_interface);
+        PUSH(o->network_interfaces);
         PUSH("--mca");
         PUSH("oob_tcp_if_include");
-        PUSH(o->network_interface);
+        PUSH(o->network_interfaces);
     }
     if ((rc = push_exports(&c->argv)) != 0)
         goto out;
@@ -407,6 +446,7 @@ out:
         snprintf(err, errlen, "out of memory for mpirun's command line");
     free(spec);
     hvd_strvec_close(&user);
+    hvd_strvec_close(&binding);
     return rc;
 }
 

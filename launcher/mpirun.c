@@ -508,6 +508,7 @@ static int setup(struct mpijob *job, struct hr_mpicmd *cmd)
         hvd_log_error("%s", rc == HVD_ENOMEM ? "out of memory" : err);
         return rc == HVD_ENOMEM ? HR_EXIT_INTERNAL : HR_EXIT_USAGE;
     }
+    job->out.timestamp = o->prefix_timestamp;
     job->out.on_pause = on_output_pause;
     job->out.on_idle = on_output_idle;
     job->out.arg = job;

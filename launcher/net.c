@@ -91,6 +91,30 @@ int hr_net_if_addr(const char *ifname, char *out, size_t len)
     return found ? 0 : -1;
 }
 
+int hr_net_addr_if(const char *addr, char *out, size_t len)
+{
+    struct ifaddrs *ifs = NULL;
+    char text[INET6_ADDRSTRLEN];
+    int found = 0;
+
+    if (getifaddrs(&ifs) != 0)
+        return -1;
+    for (struct ifaddrs *i = ifs; i && !found; i = i->ifa_next) {
+        if (i->ifa_addr == NULL || (i->ifa_addr->sa_family != AF_INET &&
+                                    i->ifa_addr->sa_family != AF_INET6))
+            continue;
+        socklen_t sl = i->ifa_addr->sa_family == AF_INET
+                           ? sizeof(struct sockaddr_in)
+                           : sizeof(struct sockaddr_in6);
+        if (getnameinfo(i->ifa_addr, sl, text, sizeof(text), NULL, 0,
+                        NI_NUMERICHOST) == 0 &&
+            strcmp(text, addr) == 0)
+            found = snprintf(out, len, "%s", i->ifa_name) < (int)len;
+    }
+    freeifaddrs(ifs);
+    return found ? 0 : -1;
+}
+
 int hr_net_route_addr(const char *host, char *out, size_t len)
 {
     struct addrinfo hints = {.ai_socktype = SOCK_DGRAM}, *res = NULL;

@@ -15,6 +15,10 @@ int hr_free_port(void);
  * 0, or -1 with a message naming the interface in out. */
 int hr_net_if_addr(const char *ifname, char *out, size_t len);
 
+/* The name of the interface that has addr (an IPv4 or IPv6 literal), for
+ * Horovod's HOROVOD_GLOO_IFACE. 0, or -1 when no interface has it. */
+int hr_net_addr_if(const char *addr, char *out, size_t len);
+
 /* This host's address on the route to host (resolved here), as text.
  * 0, or 1 with "route to HOST" in out when there is none. */
 int hr_net_route_addr(const char *host, char *out, size_t len);

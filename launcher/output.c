@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "common/hvd_err.h"
@@ -318,12 +319,13 @@ static struct hr_chunk *chunk_new(struct hr_output *o, size_t need)
     return c;
 }
 
-/* Appends prefix, text and \n to the sink's queue as one piece. */
-static void sink_line(struct hr_sink *s, const char *prefix, size_t plen,
-                      const char *text, size_t len)
+/* Appends stamp, prefix, text and \n to the sink's queue as one piece. */
+static void sink_line(struct hr_sink *s, const char *stamp, size_t slen,
+                      const char *prefix, size_t plen, const char *text,
+                      size_t len)
 {
     struct hr_output *o = s->o;
-    size_t need = plen + len + 1;
+    size_t need = slen + plen + len + 1;
     struct hr_chunk *c = s->tail;
     if (c == NULL || c->cap - c->len < need) {
         c = chunk_new(o, need);
@@ -336,9 +338,10 @@ static void sink_line(struct hr_sink *s, const char *prefix, size_t plen,
         s->tail = c;
     }
     char *p = c->data + c->len;
-    memcpy(p, prefix, plen);
-    memcpy(p + plen, text, len);
-    p[plen + len] = '\n';
+    memcpy(p, stamp, slen);
+    memcpy(p + slen, prefix, plen);
+    memcpy(p + slen + plen, text, len);
+    p[slen + plen + len] = '\n';
     c->len += need;
     s->waiting += need;
     o->queued += need;
@@ -411,6 +414,34 @@ direct:
     write_all(fd, raw, 2, NULL);
 }
 
+/*
+ * The local time as Python's time.asctime() writes it, which Horovod puts
+ * in front of its lines: "Mon Nov  3 09:05:00 2026" (the day padded with
+ * a blank). The names are spelled out because strftime's follow the
+ * locale and asctime_r is obsolescent. Made once a second.
+ */
+static void stamp(struct hr_output *o)
+{
+    static const char days[7][4] = {"Sun", "Mon", "Tue", "Wed",
+                                    "Thu", "Fri", "Sat"};
+    static const char months[12][4] = {"Jan", "Feb", "Mar", "Apr",
+                                       "May", "Jun", "Jul", "Aug",
+                                       "Sep", "Oct", "Nov", "Dec"};
+    time_t now = time(NULL);
+    struct tm tm;
+    if (o->stamp_len > 0 && now == o->stamp_at)
+        return;
+    if (localtime_r(&now, &tm) == NULL) {
+        o->stamp_len = 0;
+        return;
+    }
+    int n = snprintf(o->stamp, sizeof(o->stamp), "%s %s %2d %02d:%02d:%02d %d",
+                     days[tm.tm_wday % 7], months[tm.tm_mon % 12], tm.tm_mday,
+                     tm.tm_hour, tm.tm_min, tm.tm_sec, tm.tm_year + 1900);
+    o->stamp_len = n > 0 && (size_t)n < sizeof(o->stamp) ? (size_t)n : 0;
+    o->stamp_at = now;
+}
+
 void hr_output_line(struct hr_output *o, uint32_t rank, int stream, int term,
                     const char *text, size_t len)
 {
@@ -427,7 +458,10 @@ void hr_output_line(struct hr_output *o, uint32_t rank, int stream, int term,
     if (term == HVD_TERM_CRLF_TAIL || s->broken)
         return;
     const struct hr_prefix *x = &o->prefix[rank];
-    sink_line(s, x->text[k], x->len[k], text, len);
+    if (o->timestamp)
+        stamp(o);
+    sink_line(s, o->stamp, o->timestamp ? o->stamp_len : 0, x->text[k],
+              x->len[k], text, len);
 }
 
 void hr_output_raw(struct hr_output *o, int stream, const char *text,
@@ -435,7 +469,7 @@ void hr_output_raw(struct hr_output *o, int stream, const char *text,
 {
     struct hr_sink *s = o->sink[stream == HVD_STREAM_STDERR];
     if (!s->broken)
-        sink_line(s, "", 0, text, len);
+        sink_line(s, "", 0, "", 0, text, len);
 }
 
 void hr_output_relabel(struct hr_output *o, uint32_t rank, int local_rank)

@@ -5,6 +5,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/uio.h>
+#include <time.h>
 #include <uv.h>
 
 #include "common/plan.h"
@@ -78,6 +79,14 @@ struct hr_output {
     size_t stage_len, stage_cap;
     struct hr_file_seg *segs;
     size_t nsegs, segs_cap;
+    /* Set by the owner after init: put the local time in front of each
+     * rank line on the terminal, as Horovod's
+     * --prefix-output-with-timestamp does ("Mon Nov 30 12:00:00 2026"
+     * before "[rank,local_rank]"); the per-rank files stay raw. */
+    int timestamp;
+    time_t stamp_at; /* the second stamp was made for */
+    char stamp[32];
+    size_t stamp_len;
     /* Set by the owner: stop (1) or resume (0) reading rank output, and
      * the queue became empty. */
     void (*on_pause)(void *arg, int pause);

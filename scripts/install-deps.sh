@@ -1,12 +1,15 @@
 #!/bin/sh
-# Installs the Debian 12 packages the build and the tests need, if missing.
+# Installs the Debian 12 packages the build and the tests need, if missing;
+# with --horovod also real Horovod 0.28.1 (scripts/install-horovod.sh).
 set -eu
+cd "$(dirname "$0")/.."
 
 # Open MPI: libhvd's MPI backend and its tests (and the benchmarks' peer).
 # Slurm and munge: the tests start their own two-node cluster (tests/slurm);
 # without a slurm.conf in /etc/slurm the packages' services stay stopped.
+horovod=0
 PKGS="gcc meson ninja-build pkg-config libuv1-dev libssh2-1-dev libssl-dev
-libcriterion-dev python3 procps clang-format openssh-server openssh-client
+libcriterion-dev libmicrohttpd-dev libyaml-dev python3 procps clang-format openssh-server openssh-client
 openmpi-bin libopenmpi-dev slurmctld slurmd slurm-client munge"
 for opt in "$@"; do
     case "$opt" in
@@ -16,8 +19,15 @@ for opt in "$@"; do
     # (libclang-rt-14-dev, only recommended by clang-14), and
     # llvm-symbolizer (llvm-14) for readable stack traces in reports.
     --fuzz) PKGS="$PKGS clang-14 libclang-rt-14-dev llvm-14" ;;
+    # Real Horovod for the tests of ranks that link it (tests/horovod):
+    # Debian's PyTorch, and what building Horovod from its sdist needs.
+    --horovod)
+        horovod=1
+        PKGS="$PKGS python3-torch libtorch-dev pybind11-dev python3-venv
+python3-dev python3-pip g++ cmake"
+        ;;
     *)
-        echo "usage: $0 [--bench] [--fuzz]" >&2
+        echo "usage: $0 [--bench] [--fuzz] [--horovod]" >&2
         exit 2
         ;;
     esac
@@ -31,13 +41,17 @@ for p in $PKGS; do
     *) missing="$missing $p" ;;
     esac
 done
-[ -z "$missing" ] && exit 0
-
-SUDO=""
-if [ "$(id -u)" != 0 ]; then
-    SUDO=sudo
+if [ -n "$missing" ]; then
+    SUDO=""
+    if [ "$(id -u)" != 0 ]; then
+        SUDO=sudo
+    fi
+    echo "installing:$missing"
+    $SUDO apt-get update -q
+    # shellcheck disable=SC2086
+    DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -q \
+        --no-install-recommends $missing
 fi
-echo "installing:$missing"
-$SUDO apt-get update -q
-# shellcheck disable=SC2086
-DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -q --no-install-recommends $missing
+if [ "$horovod" = 1 ]; then
+    ./scripts/install-horovod.sh
+fi

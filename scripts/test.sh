@@ -8,7 +8,7 @@
 # sanitizer and fuzzing runs.
 set -eu
 cd "$(dirname "$0")/.."
-./scripts/install-deps.sh
+./scripts/install-deps.sh --horovod
 
 setup() {
     dir=$1
@@ -38,7 +38,8 @@ echo "== ThreadSanitizer"
 setup build-tsan -Dwerror=true -Dtests=enabled -Db_sanitize=thread \
     -Db_lundef=false
 TSAN_OPTIONS=halt_on_error=1 \
-    meson test -C build-tsan --print-errorlogs runtime transport device
+    meson test -C build-tsan --print-errorlogs runtime transport device \
+    gloo_store
 
 echo "== Fuzzing (libFuzzer, ASan+UBSan)"
 ./scripts/fuzz.sh "${HVD_FUZZ_SECONDS:-20}"

@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/socket.h>
 
 #include "common/envc.h"
@@ -252,7 +253,9 @@ void hvd__coll_log(const struct hvd_ctx *c)
     const char *lv = getenv(HVD_ENV_LOG_LEVEL);
     const struct hvd_topo *t = &c->topo;
     char what[160];
-    if (lv == NULL || (strcmp(lv, "debug") != 0 && strcmp(lv, "trace") != 0))
+    /* In any case, as Horovod reads it (its horovodrun passes "DEBUG"). */
+    if (lv == NULL ||
+        (strcasecmp(lv, "debug") != 0 && strcasecmp(lv, "trace") != 0))
         return;
     int n = c->size > 1 && c->mode != HVD_COLL_MPI ? t->count[t->host] : 1;
     if (c->mode == HVD_COLL_MPI)

@@ -1,6 +1,7 @@
 """Integration tests: rank output on the terminal and in --output-filename."""
 
 import os
+import re
 import time
 
 import hvdtest
@@ -229,6 +230,44 @@ os.write(2, b"e1-" + r + b"\ne2\r\n")
         self.assertIn("Not a directory", line)
         self.assertEqual(res.out, "")
         self.assertFalse(os.path.exists(ran), "ranks ran anyway")
+
+    # Python's time.asctime(), which Horovod writes before "[rank]".
+    STAMP_RE = re.compile(r"^((?:Mon|Tue|Wed|Thu|Fri|Sat|Sun) "
+                          r"(?:Jan|Feb|Mar|Apr|May|Jun|Jul|Aug|Sep|Oct|Nov|"
+                          r"Dec) [ 123]\d \d\d:\d\d:\d\d \d{4})(\[.*)$")
+
+    def test_prefix_output_with_timestamp(self):
+        for flag in ("--prefix-output-with-timestamp", "-prefix-timestamp"):
+            d = os.path.join(self.tmp, flag.strip("-"))
+            before = int(time.time())
+            res = self.run_hr(
+                "-np", "2", flag, "--output-filename", d,
+                *sh('echo "out $HOROVOD_RANK"; echo "err $HOROVOD_RANK" >&2'))
+            after = int(time.time())
+            self.assertRc(res, 0)
+            for lines, stream in ((res.out_lines, "stdout"),
+                                  (res.err_lines, "stderr")):
+                rest = []
+                for l in lines:
+                    m = self.STAMP_RE.match(l)
+                    self.assertIsNotNone(m, "no timestamp: %r\n%s" %
+                                         (l, res.describe()))
+                    t = time.mktime(time.strptime(m.group(1),
+                                                  "%a %b %d %H:%M:%S %Y"))
+                    self.assertTrue(before - 1 <= t <= after + 1,
+                                    "%r is not the time of the run" % l)
+                    rest.append(m.group(2))
+                word = "out" if stream == "stdout" else "err"
+                self.assertEqual(sorted(rest), [
+                    "[0,0]<%s>:%s 0" % (stream, word),
+                    "[1,1]<%s>:%s 1" % (stream, word)])
+            # The per-rank files keep the rank's own bytes.
+            for r in range(2):
+                for name, word in (("stdout", "out"), ("stderr", "err")):
+                    with open(os.path.join(d, "rank.%d" % r, name),
+                              "rb") as f:
+                        self.assertEqual(f.read(), b"%s %d\n" %
+                                         (word.encode(), r))
 
     def test_empty_dir_name(self):
         res = self.run_hr("-np", "1", "--output-filename", "", "true")

@@ -130,12 +130,18 @@ class MpiTest(unittest.TestCase):
         self.assertEqual(set(self.transports(p).values()),
                          {"shared memory (2 ranks on host localhost)"})
 
-    def test_controller_mpi_under_horovodrun_is_refused(self):
-        # MPI would see a job of one in each rank: say so, do not run.
-        p, _ = run([HR, "-np", "2", CHECK], mpi_env(HOROVOD_CONTROLLER="mpi"))
-        self.assertNotEqual(p.returncode, 0)
-        self.assertIn("HOROVOD_CONTROLLER=mpi, but MPI sees 1 rank where "
-                      "HOROVOD_SIZE is 2", p.stdout)
+    def test_controller_mpi_under_horovodrun_is_replaced(self):
+        # horovodrun's own launcher gives its ranks HOROVOD_CONTROLLER=gloo,
+        # as Horovod's does (MPI would see a job of one in each rank), and
+        # says so.
+        p, _ = run([HR, "-np", "2", "--log-level", "debug", CHECK],
+                   mpi_env(HOROVOD_CONTROLLER="mpi"))
+        self.assertEqual(p.returncode, 0, p.stdout[-3000:] + p.stderr)
+        self.assertEqual(set(self.transports(p).values()),
+                         {"shared memory (2 ranks on host localhost)"})
+        self.assertIn("horovodrun: warning: the ranks get "
+                      "HOROVOD_CONTROLLER=gloo, not the HOROVOD_CONTROLLER=mpi "
+                      "of this environment", p.stderr)
 
     def test_negotiation_under_mpirun(self):
         # Different submission orders, grouped allreduces, fusion,

@@ -6,28 +6,76 @@
 #include "cli.h"
 
 static char errbuf[512];
+static struct hr_opts o;
+static char *argv_[64];
+static int argc_;
 
-/* Parses a NULL-terminated argument list (argv[0] is added). */
-static int parse(struct hr_opts *o, const char *const *args)
+/* Every variable hr_cli_export_env may set, cleared before each test so
+ * that the machine's environment cannot leak into the checks. */
+static const char *const exported[] = {
+    "HOROVOD_FUSION_THRESHOLD",
+    "HOROVOD_CYCLE_TIME",
+    "HOROVOD_CACHE_CAPACITY",
+    "HOROVOD_HIERARCHICAL_ALLREDUCE",
+    "HOROVOD_HIERARCHICAL_ALLGATHER",
+    "HOROVOD_TORUS_ALLREDUCE",
+    "HOROVOD_AUTOTUNE",
+    "HOROVOD_AUTOTUNE_LOG",
+    "HOROVOD_AUTOTUNE_WARMUP_SAMPLES",
+    "HOROVOD_AUTOTUNE_STEPS_PER_SAMPLE",
+    "HOROVOD_AUTOTUNE_BAYES_OPT_MAX_SAMPLES",
+    "HOROVOD_AUTOTUNE_GAUSSIAN_PROCESS_NOISE",
+    "HOROVOD_TIMELINE",
+    "HOROVOD_TIMELINE_MARK_CYCLES",
+    "HOROVOD_STALL_CHECK_DISABLE",
+    "HOROVOD_STALL_CHECK_TIME_SECONDS",
+    "HOROVOD_STALL_SHUTDOWN_TIME_SECONDS",
+    "HOROVOD_MPI_THREADS_DISABLE",
+    "HOROVOD_NUM_NCCL_STREAMS",
+    "HOROVOD_THREAD_AFFINITY",
+    "HOROVOD_GLOO_TIMEOUT_SECONDS",
+    "HOROVOD_LOG_LEVEL",
+    "HOROVOD_LOG_HIDE_TIME",
+    "NCCL_IB_DISABLE",
+};
+
+static void setup(void)
 {
-    static char *argv[64];
-    int argc = 0;
-    argv[argc++] = "horovodrun";
+    unsetenv("HOROVOD_START_TIMEOUT");
+    unsetenv("SLURM_JOB_NODELIST");
+    unsetenv("SLURM_NODELIST");
+    for (size_t i = 0; i < sizeof(exported) / sizeof(exported[0]); i++)
+        unsetenv(exported[i]);
+}
+
+static void teardown(void)
+{
+    hr_opts_close(&o);
+}
+
+TestSuite(cli, .init = setup, .fini = teardown);
+
+/* Parses a NULL-terminated argument list (argv[0] is added) into o. */
+static int parse(const char *const *args)
+{
+    argc_ = 0;
+    argv_[argc_++] = "horovodrun";
     for (; *args; args++)
-        argv[argc++] = (char *)*args;
-    argv[argc] = NULL;
+        argv_[argc_++] = (char *)*args;
+    argv_[argc_] = NULL;
+    hr_opts_close(&o);
     FILE *devnull = fopen("/dev/null", "w");
-    int rc = hr_cli_parse(o, argc, argv, devnull, errbuf, sizeof(errbuf));
+    int rc = hr_cli_parse(&o, argc_, argv_, devnull, errbuf, sizeof(errbuf));
     fclose(devnull);
     return rc;
 }
 
+#define ARGS(...) ((const char *const[]){__VA_ARGS__, NULL})
+
 Test(cli, defaults_and_command)
 {
-    struct hr_opts o;
-    unsetenv("HOROVOD_START_TIMEOUT");
-    const char *a[] = {"-np", "4", "python3", "train.py", "-np", "9", NULL};
-    cr_assert_eq(parse(&o, a), HR_CLI_RUN, "%s", errbuf);
+    cr_assert_eq(parse(ARGS("-np", "4", "python3", "train.py", "-np", "9")),
+                 HR_CLI_RUN, "%s", errbuf);
     cr_expect_eq(o.np, 4);
     cr_expect_eq(o.start_timeout, 30);
     cr_expect_eq(o.kill_grace, 5);
@@ -37,27 +85,16 @@ Test(cli, defaults_and_command)
     cr_expect_str_eq(o.cmd[0], "python3");
     /* The program's own -np is left alone. */
     cr_expect_str_eq(o.cmd[2], "-np");
+    cr_expect_eq(o.warnings.n, 0);
 }
 
 Test(cli, every_option)
 {
-    struct hr_opts o;
-    const char *a[] = {"--num-proc",
-                       "2",
-                       "-H",
-                       "a:1,b:1",
-                       "--output-filename",
-                       "logs",
-                       "--start-timeout",
-                       "2.5",
-                       "--kill-grace",
-                       "1",
-                       "--no-gpu-pinning",
-                       "--verbose",
-                       "--",
-                       "-x",
-                       NULL};
-    cr_assert_eq(parse(&o, a), HR_CLI_RUN, "%s", errbuf);
+    cr_assert_eq(
+        parse(ARGS("--num-proc", "2", "-H", "a:1,b:1", "--output-filename",
+                   "logs", "--start-timeout", "2.5", "--kill-grace", "1",
+                   "--no-gpu-pinning", "--verbose", "--", "-x")),
+        HR_CLI_RUN, "%s", errbuf);
     cr_expect_eq(o.np, 2);
     cr_expect_str_eq(o.hosts, "a:1,b:1");
     cr_expect_str_eq(o.output_dir, "logs");
@@ -69,29 +106,187 @@ Test(cli, every_option)
     cr_expect_str_eq(o.cmd[0], "-x");
 }
 
+/* Horovod's single-dash spellings, which getopt read as clusters. */
+Test(cli, single_dash_long_spellings)
+{
+    cr_assert_eq(
+        parse(ARGS("-np", "2", "-hostfile", "hosts", "python", "train.py")),
+        HR_CLI_RUN, "%s", errbuf);
+    cr_expect_str_eq(o.hostfile, "hosts");
+    cr_expect_eq(o.np, 2);
+    cr_assert_eq(o.cmdc, 2);
+    cr_expect_str_eq(o.cmd[0], "python");
+
+    cr_assert_eq(parse(ARGS("-np", "1", "-prefix-timestamp", "x")), HR_CLI_RUN,
+                 "%s", errbuf);
+    cr_expect_eq(o.prefix_timestamp, 1);
+    cr_assert_eq(parse(ARGS("-np", "1", "--prefix-output-with-timestamp", "x")),
+                 HR_CLI_RUN);
+    cr_expect_eq(o.prefix_timestamp, 1);
+    cr_assert_eq(parse(ARGS("-np", "1", "x")), HR_CLI_RUN);
+    cr_expect_eq(o.prefix_timestamp, 0);
+}
+
+Test(cli, check_build_leaves_argv_alone)
+{
+    const char *const before[] = {"horovodrun", "-cb", "-np", "4", "true"};
+    cr_assert_eq(parse(ARGS("-cb", "-np", "4", "true")), HR_CLI_DONE, "%s",
+                 errbuf);
+    cr_assert_eq(argc_, 5);
+    for (int i = 0; i < argc_; i++)
+        cr_expect_str_eq(argv_[i], before[i], "argv[%d]", i);
+    cr_expect_eq(parse(ARGS("--check-build")), HR_CLI_DONE);
+}
+
+Test(cli, equals_and_attached_forms)
+{
+    cr_assert_eq(parse(ARGS("--num-proc=3", "--hosts=a:3", "--ssh-port=2222",
+                            "--ssh-identity-file=key", "x")),
+                 HR_CLI_RUN, "%s", errbuf);
+    cr_expect_eq(o.np, 3);
+    cr_expect_str_eq(o.hosts, "a:3");
+    cr_expect_eq(o.ssh_port, 2222);
+    cr_expect_str_eq(o.identity_file, "key");
+
+    cr_assert_eq(parse(ARGS("-np=4", "-Hh:4", "-p22", "-i/k", "x")), HR_CLI_RUN,
+                 "%s", errbuf);
+    cr_expect_eq(o.np, 4);
+    cr_expect_str_eq(o.hosts, "h:4");
+    cr_expect_eq(o.ssh_port, 22);
+    cr_expect_str_eq(o.identity_file, "/k");
+
+    cr_assert_eq(parse(ARGS("-np", "1", "-H=h:1", "-hostfile=f", "x")),
+                 HR_CLI_USAGE);
+    cr_expect_str_eq(errbuf, "-H/--hosts and --hostfile cannot be used "
+                             "together; pick one");
+    cr_assert_eq(parse(ARGS("-np", "1", "-H=h:1", "x")), HR_CLI_RUN);
+    cr_expect_str_eq(o.hosts, "h:1");
+    /* An "=" inside the value stays in it. */
+    cr_assert_eq(parse(ARGS("-np", "1", "--mpi", "--mpi-args=-x A=1", "x")),
+                 HR_CLI_RUN, "%s", errbuf);
+    cr_expect_str_eq(o.mpi_args, "-x A=1");
+}
+
+Test(cli, long_prefixes)
+{
+    cr_assert_eq(parse(ARGS("--num-p", "2", "--verb", "x")), HR_CLI_RUN, "%s",
+                 errbuf);
+    cr_expect_eq(o.np, 2);
+    cr_expect_eq(o.verbose, 1);
+    /* An exact name wins over the longer names it begins. */
+    cr_assert_eq(parse(ARGS("-np", "1", "--mpi", "--gloo", "x")), HR_CLI_USAGE);
+    cr_expect_str_eq(errbuf,
+                     "--mpi and --gloo cannot be used together; pick one");
+    cr_assert_eq(parse(ARGS("-np", "1", "--hier", "x")), HR_CLI_USAGE);
+    cr_expect_str_eq(errbuf, "option '--hier' is ambiguous; it could be "
+                             "--hierarchical-allreduce, "
+                             "--hierarchical-allgather");
+}
+
+Test(cli, unknown_single_dash_words)
+{
+    static const char *const words[] = {"-x",  "-hostfilex", "-vx", "-npx",
+                                        "-hx", "-cbx",       "-5"};
+    for (size_t i = 0; i < sizeof(words) / sizeof(words[0]); i++) {
+        char want[128];
+        cr_expect_eq(parse(ARGS("-np", "1", words[i], "x")), HR_CLI_USAGE, "%s",
+                     words[i]);
+        snprintf(want, sizeof(want),
+                 "unknown option '%s'; see horovodrun --help", words[i]);
+        cr_expect_str_eq(errbuf, want);
+    }
+    /* The value is not part of the name in the message. */
+    cr_expect_eq(parse(ARGS("-np", "1", "-x=3", "x")), HR_CLI_USAGE);
+    cr_expect_str_eq(errbuf, "unknown option '-x'; see horovodrun --help");
+    cr_expect_eq(parse(ARGS("--frobnicate=3", "x")), HR_CLI_USAGE);
+    cr_expect_str_eq(errbuf,
+                     "unknown option '--frobnicate'; see horovodrun --help");
+    /* A glued value that does not fit says how it was read. */
+    cr_expect_eq(parse(ARGS("-np", "1", "-prefix-timestampx", "x")),
+                 HR_CLI_USAGE);
+    cr_expect_str_eq(errbuf, "'-prefix-timestampx' reads as -p "
+                             "refix-timestampx: --ssh-port must be a TCP "
+                             "port (1-65535), got 'refix-timestampx'");
+}
+
+Test(cli, options_after_the_command_are_untouched)
+{
+    const char *const tail[] = {"-hostfile", "-cb",    "--min-np", "2",
+                                "-x",        "--help", "--",       "-H"};
+    cr_assert_eq(parse(ARGS("-np", "2", "prog", "-hostfile", "-cb", "--min-np",
+                            "2", "-x", "--help", "--", "-H")),
+                 HR_CLI_RUN, "%s", errbuf);
+    cr_assert_eq(o.cmdc, 9);
+    cr_expect_str_eq(o.cmd[0], "prog");
+    for (int i = 0; i < 8; i++)
+        cr_expect_eq(o.cmd[i + 1], argv_[i + 4], "word %d was copied", i);
+    for (int i = 0; i < 8; i++)
+        cr_expect_str_eq(o.cmd[i + 1], tail[i]);
+    cr_expect_null(o.cmd[9]);
+    /* After "--", even an option's spelling is the command. */
+    cr_assert_eq(parse(ARGS("-np", "2", "--", "-np", "3")), HR_CLI_RUN);
+    cr_expect_eq(o.np, 2);
+    cr_expect_str_eq(o.cmd[0], "-np");
+    /* "-" alone is a command word, as for getopt. */
+    cr_assert_eq(parse(ARGS("-np", "1", "-", "a")), HR_CLI_RUN);
+    cr_expect_str_eq(o.cmd[0], "-");
+}
+
+Test(cli, refused_options)
+{
+    static const char *const elastic =
+        ": elastic training is not supported yet by this horovodrun; run a "
+        "fixed-size job with -np";
+    static const char *const words[] = {"--min-np",
+                                        "--min-num-proc",
+                                        "--max-np",
+                                        "--max-num-proc",
+                                        "--slots-per-host",
+                                        "--elastic-timeout",
+                                        "--reset-limit",
+                                        "--blacklist-cooldown-range",
+                                        "--host-discovery-script"};
+    for (size_t i = 0; i < sizeof(words) / sizeof(words[0]); i++) {
+        char want[256];
+        cr_expect_eq(parse(ARGS("-np", "2", words[i], "3", "4", "x")),
+                     HR_CLI_USAGE, "%s", words[i]);
+        snprintf(want, sizeof(want), "%s%s", words[i], elastic);
+        cr_expect_str_eq(errbuf, want);
+        /* Refused even without its argument: never "needs an argument". */
+        cr_expect_eq(parse(ARGS(words[i])), HR_CLI_USAGE);
+        cr_expect_str_eq(errbuf, want);
+    }
+    cr_expect_eq(parse(ARGS("--max-num-proc=8", "-np", "2", "x")),
+                 HR_CLI_USAGE);
+    cr_expect_str_eq(errbuf, "--max-num-proc: elastic training is not "
+                             "supported yet by this horovodrun; run a "
+                             "fixed-size job with -np");
+    cr_expect_eq(parse(ARGS("-np", "2", "--jsrun", "x")), HR_CLI_USAGE);
+    cr_expect_str_eq(errbuf, "--jsrun: launching with jsrun is not "
+                             "supported yet by this horovodrun; use --mpi "
+                             "or the default launcher");
+}
+
 Test(cli, start_timeout_from_env_and_option_wins)
 {
-    struct hr_opts o;
     setenv("HOROVOD_START_TIMEOUT", "7", 1);
-    const char *a[] = {"-np", "1", "x", NULL};
-    cr_assert_eq(parse(&o, a), HR_CLI_RUN);
+    cr_assert_eq(parse(ARGS("-np", "1", "x")), HR_CLI_RUN);
     cr_expect_eq(o.start_timeout, 7);
-    const char *b[] = {"-np", "1", "--start-timeout", "3", "x", NULL};
-    cr_assert_eq(parse(&o, b), HR_CLI_RUN);
+    cr_assert_eq(parse(ARGS("-np", "1", "--start-timeout", "3", "x")),
+                 HR_CLI_RUN);
     cr_expect_eq(o.start_timeout, 3);
     setenv("HOROVOD_START_TIMEOUT", "soon", 1);
     /* The option makes a bad variable irrelevant. */
-    cr_expect_eq(parse(&o, b), HR_CLI_RUN);
+    cr_expect_eq(parse(ARGS("-np", "1", "--start-timeout", "3", "x")),
+                 HR_CLI_RUN);
     cr_expect_eq(o.start_timeout, 3);
-    cr_expect_eq(parse(&o, a), HR_CLI_USAGE);
+    cr_expect_eq(parse(ARGS("-np", "1", "x")), HR_CLI_USAGE);
     cr_expect_str_eq(errbuf, "HOROVOD_START_TIMEOUT must be a positive "
                              "number of seconds, got 'soon'");
-    unsetenv("HOROVOD_START_TIMEOUT");
 }
 
 Test(cli, errors)
 {
-    struct hr_opts o;
     struct {
         const char *args[8];
         const char *msg;
@@ -112,27 +307,247 @@ Test(cli, errors)
         {{"--frobnicate", NULL},
          "unknown option '--frobnicate'; see horovodrun --help"},
         {{"-np", NULL}, "option '-np/--num-proc' needs an argument"},
+        {{"-np", "1", "-H", NULL}, "option '-H/--hosts' needs an argument"},
+        {{"-np", "1", "-hostfile", NULL},
+         "option '-hostfile/--hostfile' needs an argument"},
+        {{"-np", "1", "--config-file", NULL},
+         "option '--config-file' needs an argument"},
         {{"-np", "1", "--kill-grace", "0", "x", NULL},
          "--kill-grace must be a positive number of seconds, got '0'"},
         {{"-np", "1", "--fusion-threshold-mb", "-1", "x", NULL},
          "--fusion-threshold-mb must be a number of at least 0, got '-1'"},
         {{"-np", "1", "--ssh-port", "70000", "x", NULL},
          "--ssh-port must be a TCP port (1-65535), got '70000'"},
+        {{"-np", "1", "-cb=1", "x", NULL},
+         "option '-cb/--check-build' takes no argument, got '-cb=1'"},
+        {{"-np", "1", "--tcp=yes", "x", NULL},
+         "option '--tcp' takes no argument, got '--tcp=yes'"},
+        {{"-np", "1", "--autotune-warmup-samples", "1.5", "x", NULL},
+         "--autotune-warmup-samples must be an integer of at least 0, got "
+         "'1.5'"},
+        {{"-np", "1", "--autotune-gaussian-process-noise", "1.5", "x", NULL},
+         "--autotune-gaussian-process-noise must be a number from 0 to 1, "
+         "got '1.5'"},
+        {{"-np", "1", "--gloo-timeout-seconds", "-3", "x", NULL},
+         "--gloo-timeout-seconds must be an integer of at least 0, got '-3'"},
+        {{"-np", "1", "--log-level", "loud", "x", NULL},
+         "--log-level must be trace, debug, info, warning, error or fatal "
+         "(in any case), got 'loud'"},
+        {{"-np", "1", "--network-interfaces", "eth0,,eth1", "x", NULL},
+         "--network-interfaces needs interface names separated by commas, "
+         "got 'eth0,,eth1'"},
+        {{"-np", "1", "--config-file", "", "x", NULL},
+         "--config-file needs a file name"},
     };
-    unsetenv("HOROVOD_START_TIMEOUT");
     for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
-        cr_expect_eq(parse(&o, cases[i].args), HR_CLI_USAGE, "case %zu", i);
+        cr_expect_eq(parse(cases[i].args), HR_CLI_USAGE, "case %zu", i);
         cr_expect_str_eq(errbuf, cases[i].msg, "case %zu", i);
     }
 }
 
+/* Each of Horovod's options is taken, in each of its spellings, and lands
+ * in its field. */
+Test(cli, horovod_options)
+{
+    cr_assert_eq(
+        parse(ARGS(
+            "-np", "2", "--disable-cache", "--network-interfaces", "eth0,eth1",
+            "--gloo-timeout-seconds", "60", "--log-with-timestamp",
+            "--hierarchical-allgather", "--no-stall-check", "--stall-check",
+            "--no-timeline-mark-cycles", "--autotune", "--autotune-log-file",
+            "at.csv", "--autotune-warmup-samples", "5",
+            "--autotune-steps-per-sample", "20",
+            "--autotune-bayes-opt-max-samples", "50",
+            "--autotune-gaussian-process-noise", "0.9", "--mpi-threads-disable",
+            "--num-nccl-streams", "2", "--thread-affinity", "1",
+            "--torus-allreduce", "--tcp", "--binding-args", "--bind-to core",
+            "--no-gloo-rendezvous", "x")),
+        HR_CLI_RUN, "%s", errbuf);
+    cr_expect_eq(o.disable_cache, 1);
+    cr_expect_str_eq(o.network_interfaces, "eth0,eth1");
+    cr_expect_str_eq(o.gloo_timeout_s, "60");
+    cr_expect_str_eq(o.log_hide_time, "0");
+    cr_expect_str_eq(o.hierarchical_allgather, "1");
+    cr_expect_str_eq(o.stall_check_disable, "0"); /* the last one wins */
+    cr_expect_str_eq(o.timeline_mark_cycles, "0");
+    cr_expect_str_eq(o.autotune, "1");
+    cr_expect_str_eq(o.autotune_log_file, "at.csv");
+    cr_expect_str_eq(o.autotune_warmup_samples, "5");
+    cr_expect_str_eq(o.autotune_steps_per_sample, "20");
+    cr_expect_str_eq(o.autotune_bayes_opt_max_samples, "50");
+    cr_expect_str_eq(o.autotune_gaussian_process_noise, "0.9");
+    cr_expect_str_eq(o.mpi_threads_disable, "1");
+    cr_expect_str_eq(o.num_nccl_streams, "2");
+    cr_expect_str_eq(o.thread_affinity, "1");
+    cr_expect_str_eq(o.torus_allreduce, "1");
+    cr_expect_eq(o.tcp, 1);
+    cr_expect_str_eq(o.binding_args, "--bind-to core");
+    cr_expect_eq(o.no_gloo_rendezvous, 1);
+    cr_expect_eq(o.warnings.n, 0);
+
+    cr_assert_eq(parse(ARGS("-np", "2", "--log-without-timestamp",
+                            "--no-hierarchical-allgather", "--no-autotune",
+                            "--no-mpi-threads-disable", "--no-torus-allreduce",
+                            "--timeline-mark-cycles", "x")),
+                 HR_CLI_RUN, "%s", errbuf);
+    cr_expect_str_eq(o.log_hide_time, "1");
+    cr_expect_str_eq(o.hierarchical_allgather, "0");
+    cr_expect_str_eq(o.autotune, "0");
+    cr_expect_str_eq(o.mpi_threads_disable, "0");
+    cr_expect_str_eq(o.torus_allreduce, "0");
+    cr_expect_str_eq(o.timeline_mark_cycles, "1");
+    cr_expect_null(o.stall_check_disable);
+    cr_expect_null(o.network_interfaces);
+    cr_expect_eq(o.tcp, 0);
+}
+
+Test(cli, deprecated_spellings_warn)
+{
+    cr_assert_eq(parse(ARGS("-np", "1", "--log-hide-timestamp", "x")),
+                 HR_CLI_RUN);
+    cr_expect_str_eq(o.log_hide_time, "1");
+    cr_assert_eq(o.warnings.n, 1);
+    cr_expect_str_eq(o.warnings.v[0], "--log-hide-timestamp is deprecated; "
+                                      "use --log-without-timestamp");
+    cr_assert_eq(parse(ARGS("-np", "1", "--no-log-hide-timestamp", "x")),
+                 HR_CLI_RUN);
+    cr_expect_str_eq(o.log_hide_time, "0");
+    cr_expect_eq(o.warnings.n, 1);
+}
+
+Test(cli, network_interfaces_add_up)
+{
+    cr_assert_eq(parse(ARGS("-np", "1", "--network-interface", "eth0",
+                            "--network-interface", "eth1", "x")),
+                 HR_CLI_RUN, "%s", errbuf);
+    cr_expect_str_eq(o.network_interfaces, "eth0,eth1");
+    cr_expect_eq(o.warnings.n, 0);
+    cr_assert_eq(parse(ARGS("-np", "1", "--network-interfaces=ib0,eth0",
+                            "--network-interface", "lo", "x")),
+                 HR_CLI_RUN, "%s", errbuf);
+    cr_expect_str_eq(o.network_interfaces, "ib0,eth0,lo");
+    /* A list through the older spelling works, with Horovod's warning. */
+    cr_assert_eq(parse(ARGS("-np", "1", "--network-interface", "a,b", "x")),
+                 HR_CLI_RUN);
+    cr_expect_str_eq(o.network_interfaces, "a,b");
+    cr_assert_eq(o.warnings.n, 1);
+    cr_expect_str_eq(o.warnings.v[0],
+                     "--network-interface with several interfaces is "
+                     "deprecated; use --network-interfaces a,b");
+}
+
+Test(cli, log_level_in_any_case)
+{
+    cr_assert_eq(parse(ARGS("-np", "1", "--log-level", "INFO", "x")),
+                 HR_CLI_RUN, "%s", errbuf);
+    cr_expect_str_eq(o.log_level, "INFO");
+    cr_assert_eq(parse(ARGS("-np", "1", "--log-level", "debug", "x")),
+                 HR_CLI_RUN);
+    cr_expect_str_eq(o.log_level, "debug");
+}
+
+static void expect_env(const char *name, const char *want)
+{
+    const char *v = getenv(name);
+    if (want == NULL)
+        cr_expect_null(v, "%s=%s", name, v);
+    else if (v == NULL)
+        cr_expect_fail("%s is not set, want %s", name, want);
+    else
+        cr_expect_str_eq(v, want, "%s", name);
+}
+
+/* The variables and values of Horovod's config_parser.set_env_from_args,
+ * in its units. */
+Test(cli, export_env_has_horovods_values)
+{
+    cr_assert_eq(
+        parse(ARGS(
+            "-np", "2", "--fusion-threshold-mb", "32", "--cycle-time-ms", "10",
+            "--cache-capacity", "2048", "--hierarchical-allreduce",
+            "--hierarchical-allgather", "--no-torus-allreduce", "--autotune",
+            "--autotune-log-file", "log.csv", "--autotune-warmup-samples", "5",
+            "--autotune-steps-per-sample", "20",
+            "--autotune-bayes-opt-max-samples", "50",
+            "--autotune-gaussian-process-noise", "0.9", "--timeline-filename",
+            "/tmp/t.json", "--timeline-mark-cycles", "--no-stall-check",
+            "--stall-check-warning-time-seconds", "120",
+            "--stall-check-shutdown-time-seconds", "240",
+            "--mpi-threads-disable", "--num-nccl-streams", "2",
+            "--thread-affinity", "1", "--gloo-timeout-seconds", "60",
+            "--log-level", "INFO", "--log-without-timestamp", "--tcp", "x")),
+        HR_CLI_RUN, "%s", errbuf);
+    cr_assert_eq(hr_cli_export_env(&o), 0);
+    expect_env("HOROVOD_FUSION_THRESHOLD", "33554432");
+    expect_env("HOROVOD_CYCLE_TIME", "10");
+    expect_env("HOROVOD_CACHE_CAPACITY", "2048");
+    expect_env("HOROVOD_HIERARCHICAL_ALLREDUCE", "1");
+    expect_env("HOROVOD_HIERARCHICAL_ALLGATHER", "1");
+    expect_env("HOROVOD_TORUS_ALLREDUCE", "0");
+    expect_env("HOROVOD_AUTOTUNE", "1");
+    expect_env("HOROVOD_AUTOTUNE_LOG", "log.csv");
+    expect_env("HOROVOD_AUTOTUNE_WARMUP_SAMPLES", "5");
+    expect_env("HOROVOD_AUTOTUNE_STEPS_PER_SAMPLE", "20");
+    expect_env("HOROVOD_AUTOTUNE_BAYES_OPT_MAX_SAMPLES", "50");
+    expect_env("HOROVOD_AUTOTUNE_GAUSSIAN_PROCESS_NOISE", "0.9");
+    expect_env("HOROVOD_TIMELINE", "/tmp/t.json");
+    expect_env("HOROVOD_TIMELINE_MARK_CYCLES", "1");
+    expect_env("HOROVOD_STALL_CHECK_DISABLE", "1");
+    expect_env("HOROVOD_STALL_CHECK_TIME_SECONDS", "120");
+    expect_env("HOROVOD_STALL_SHUTDOWN_TIME_SECONDS", "240");
+    expect_env("HOROVOD_MPI_THREADS_DISABLE", "1");
+    expect_env("HOROVOD_NUM_NCCL_STREAMS", "2");
+    expect_env("HOROVOD_THREAD_AFFINITY", "1");
+    expect_env("HOROVOD_GLOO_TIMEOUT_SECONDS", "60");
+    expect_env("HOROVOD_LOG_LEVEL", "INFO");
+    expect_env("HOROVOD_LOG_HIDE_TIME", "1");
+    expect_env("NCCL_IB_DISABLE", "1");
+}
+
+Test(cli, export_env_leaves_the_rest_alone)
+{
+    /* What the user set stays when no option says otherwise, as in
+     * Horovod (HOROVOD_GLOO_TIMEOUT_SECONDS=1800 from the environment). */
+    setenv("HOROVOD_GLOO_TIMEOUT_SECONDS", "1800", 1);
+    cr_assert_eq(parse(ARGS("-np", "2", "x")), HR_CLI_RUN);
+    cr_assert_eq(hr_cli_export_env(&o), 0);
+    expect_env("HOROVOD_GLOO_TIMEOUT_SECONDS", "1800");
+    for (size_t i = 0; i < sizeof(exported) / sizeof(exported[0]); i++)
+        if (strcmp(exported[i], "HOROVOD_GLOO_TIMEOUT_SECONDS") != 0)
+            expect_env(exported[i], NULL);
+}
+
+Test(cli, export_env_autotune_settings_need_autotune)
+{
+    /* Horovod passes the autotune settings on only with --autotune, and
+     * --no-autotune sets nothing at all. */
+    cr_assert_eq(parse(ARGS("-np", "2", "--autotune-warmup-samples", "5",
+                            "--autotune-log-file", "f", "x")),
+                 HR_CLI_RUN);
+    cr_assert_eq(hr_cli_export_env(&o), 0);
+    expect_env("HOROVOD_AUTOTUNE_WARMUP_SAMPLES", NULL);
+    expect_env("HOROVOD_AUTOTUNE_LOG", NULL);
+    cr_assert_eq(parse(ARGS("-np", "2", "--no-autotune", "x")), HR_CLI_RUN);
+    cr_assert_eq(hr_cli_export_env(&o), 0);
+    expect_env("HOROVOD_AUTOTUNE", NULL);
+    cr_assert_eq(
+        parse(ARGS("-np", "2", "--stall-check", "--no-hierarchical-allreduce",
+                   "--log-with-timestamp", "--fusion-threshold-mb", "0.5",
+                   "x")),
+        HR_CLI_RUN);
+    cr_assert_eq(hr_cli_export_env(&o), 0);
+    expect_env("HOROVOD_STALL_CHECK_DISABLE", "0");
+    expect_env("HOROVOD_HIERARCHICAL_ALLREDUCE", "0");
+    expect_env("HOROVOD_LOG_HIDE_TIME", "0");
+    expect_env("HOROVOD_FUSION_THRESHOLD", "524288");
+}
+
 Test(cli, help_and_version_stop_parsing)
 {
-    struct hr_opts o;
-    const char *a[] = {"-h", NULL};
-    cr_expect_eq(parse(&o, a), HR_CLI_DONE);
-    const char *b[] = {"--version", NULL};
-    cr_expect_eq(parse(&o, b), HR_CLI_DONE);
+    cr_expect_eq(parse(ARGS("-h")), HR_CLI_DONE);
+    cr_expect_eq(parse(ARGS("--version")), HR_CLI_DONE);
+    cr_expect_eq(parse(ARGS("-v")), HR_CLI_DONE);
+    cr_expect_eq(parse(ARGS("--help", "--frobnicate")), HR_CLI_DONE);
 }
 
 Test(cli, help_lists_every_option)
@@ -145,9 +560,19 @@ Test(cli, help_lists_every_option)
     for (size_t i = 0; i < hr_noptions; i++) {
         char name[64];
         snprintf(name, sizeof(name), "--%s", hr_options[i].name);
+        if (hr_options[i].help == NULL) {
+            /* Deprecated spellings are taken but not shown. */
+            cr_expect_null(strstr(text, name), "%s shown", name);
+            continue;
+        }
         cr_expect_not_null(strstr(text, name), "%s missing", name);
         cr_expect_not_null(strstr(text, hr_options[i].help));
     }
     cr_expect_not_null(strstr(text, "-np, --num-proc N"));
+    cr_expect_not_null(strstr(text, "-hostfile, --hostfile FILE"));
+    cr_expect_not_null(strstr(text, "-prefix-timestamp, "
+                                    "--prefix-output-with-timestamp"));
+    cr_expect_not_null(strstr(text, "--min-np N, --min-num-proc N"));
+    cr_expect_not_null(strstr(text, "--blacklist-cooldown-range MIN MAX"));
     free(text);
 }

@@ -61,6 +61,49 @@ Test(env, contract_for_uneven_hosts)
     hvd_hostlist_close(&hl);
 }
 
+/* Real Horovod's Gloo ranks get what Horovod's own horovodrun sets. */
+Test(env, gloo_rendezvous_variables)
+{
+    struct hvd_hostlist hl;
+    struct hvd_plan p;
+    struct hvd_strvec env;
+    struct hvd_endpoints g = ep;
+
+    g.gloo_port = 4100;
+    g.gloo_iface = "eth1";
+    g.nccl_ifnames = "eth1,eth2";
+    hvd_hostlist_init(&hl);
+    cr_assert_eq(hvd_hostlist_parse_spec(&hl, "a:2", NULL, 0), 0);
+    cr_assert_eq(hvd_plan_build(&p, &hl, 2), 0);
+    hvd_strvec_init(&env);
+    cr_assert_eq(hvd_env_contract(&env, &p, &hl, 1, &g), 0);
+    struct {
+        const char *name, *value;
+    } want[] = {
+        {HVD_ENV_GLOO_RDV_ADDR, "10.0.0.1"},
+        {HVD_ENV_GLOO_RDV_PORT, "4100"},
+        {HVD_ENV_CONTROLLER, "gloo"},
+        {HVD_ENV_CPU_OPERATIONS, "gloo"},
+        {HVD_ENV_GLOO_IFACE, "eth1"},
+        {HVD_ENV_NCCL_SOCKET_IFNAME, "eth1,eth2"},
+    };
+    for (size_t i = 0; i < sizeof(want) / sizeof(want[0]); i++) {
+        const char *v = hvd_strvec_getenv(&env, want[i].name);
+        cr_assert_not_null(v, "%s missing", want[i].name);
+        cr_expect_str_eq(v, want[i].value, "%s", want[i].name);
+    }
+    /* Without a list for NCCL, it gets the Gloo interface. */
+    hvd_strvec_close(&env);
+    hvd_strvec_init(&env);
+    g.nccl_ifnames = NULL;
+    cr_assert_eq(hvd_env_contract(&env, &p, &hl, 0, &g), 0);
+    cr_expect_str_eq(hvd_strvec_getenv(&env, HVD_ENV_NCCL_SOCKET_IFNAME),
+                     "eth1");
+    hvd_strvec_close(&env);
+    hvd_plan_close(&p);
+    hvd_hostlist_close(&hl);
+}
+
 Test(env, gpu_pick_modulo_count)
 {
     char out[16];
