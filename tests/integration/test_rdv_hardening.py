@@ -271,7 +271,10 @@ class FloodTest(RdvTestCase):
         # pending list full) when they register.
         script = "sleep 3; exec %s" % COLLCHECK
         t0 = time.monotonic()
-        job = self.start_hr("-np", 4, "sh", "-c", script)
+        # Without the Gloo rendezvous, the rendezvous server's port is the
+        # only one horovodrun listens on.
+        job = self.start_hr("-np", 4, "--no-gloo-rendezvous", "sh", "-c",
+                            script)
         port = hvdtest.wait_until(lambda: listening_ports(job.pid), 20)
         self.assertTrue(port, "horovodrun never listened\n" + job.describe())
         port = port[0]
