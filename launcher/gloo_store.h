@@ -3,6 +3,7 @@
 #define HR_GLOO_STORE_H
 
 #include <stddef.h>
+#include <sys/socket.h>
 
 #include "common/hostspec.h"
 #include "common/plan.h"
@@ -31,8 +32,18 @@ struct hr_gloo_limits {
     unsigned idle_timeout; /* seconds an idle connection stays open */
 };
 
-struct hr_gloo_peer;
-struct hr_gloo_decl;
+/* An allowed peer address: IPv4 in the first 4 bytes (fam 4), or IPv6. */
+struct hr_gloo_peer {
+    unsigned char fam;
+    unsigned char a[16];
+    unsigned conns; /* open connections from it, in the store's thread */
+};
+
+/* A scope declared with the number of ranks that use it. */
+struct hr_gloo_decl {
+    char *name;
+    int size;
+};
 
 struct hr_gloo_cfg {
     struct hr_gloo_limits limits; /* the caller may change them */
@@ -111,5 +122,19 @@ void hr_gloo_store_close(struct hr_gloo_store *s);
  * Safe from any thread.
  */
 unsigned long hr_gloo_store_refusals(const struct hr_gloo_store *s);
+
+/* Shared by gloo_cfg.c and gloo_store.c, not for callers. */
+
+/* The address of sa in *k, IPv4-mapped IPv6 as IPv4. 0, or -1 for another
+ * family. */
+int hr_gloo__peer_key(const struct sockaddr *sa, socklen_t len,
+                      struct hr_gloo_peer *k);
+/* k as text, for messages. */
+void hr_gloo__peer_text(const struct hr_gloo_peer *k, char *out, size_t n);
+void hr_gloo__sockaddr_text(const struct sockaddr *sa, socklen_t len, char *out,
+                            size_t n);
+/* Whether s[0..n) can be a scope or key name: not empty, no '/', no
+ * blanks or control bytes (it must survive a log line). */
+int hr_gloo__name_ok(const char *s, size_t n);
 
 #endif
