@@ -16,6 +16,7 @@
 #include "common/log.h"
 #include "common/wire.h"
 #include "hvd_version.h"
+#include "loop.h"
 #include "net.h"
 
 struct send_req {
@@ -280,13 +281,6 @@ static void on_signal(uv_signal_t *h, int sig)
         lose_launcher(ag);
 }
 
-static void close_walk(uv_handle_t *h, void *arg)
-{
-    (void)arg;
-    if (!uv_is_closing(h))
-        uv_close(h, NULL);
-}
-
 /* Returns 0 when stdin and stdout can be the channel from horovodrun:
  * pipes, or (srun --unbuffered) a pipe in and a pseudo-terminal out, which
  * is then made raw so that frames pass byte for byte. */
@@ -336,20 +330,16 @@ int main(int argc, char **argv)
     uv_timer_init(loop, &ag.grace);
     uv_timer_init(loop, &ag.silence);
     ag.grace.data = ag.silence.data = &ag;
-    uv_signal_t *sigs[] = {&ag.sigchld, &ag.sigterm, &ag.sigint, &ag.sighup};
-    int signums[] = {SIGCHLD, SIGTERM, SIGINT, SIGHUP};
-    for (int i = 0; i < 4; i++) {
-        uv_signal_init(loop, sigs[i]);
-        sigs[i]->data = &ag;
-        uv_signal_start(sigs[i], on_signal, signums[i]);
-    }
+    uv_signal_t *const sigs[] = {&ag.sigchld, &ag.sigterm, &ag.sigint,
+                                 &ag.sighup};
+    static const int signums[] = {SIGCHLD, SIGTERM, SIGINT, SIGHUP};
+    hr_loop_signals(loop, sigs, signums, 4, &ag, on_signal, 0);
     send_hello(&ag);
     uv_read_start((uv_stream_t *)&ag.ctl_in, alloc_ctl, on_ctl);
     uv_run(loop, UV_RUN_DEFAULT);
 
     /* Everything is reported; close what is left and free it. */
-    uv_walk(loop, close_walk, NULL);
-    uv_run(loop, UV_RUN_DEFAULT);
+    hr_loop_close_all(loop, UV_RUN_DEFAULT);
     for (uint32_t i = 0; i < ag.nranks; i++) {
         hvd_linesplit_close(&ag.ranks[i].out.split);
         hvd_linesplit_close(&ag.ranks[i].err.split);

@@ -17,6 +17,7 @@
 #include "common/linesplit.h"
 #include "common/plan.h"
 #include "common/proto.h"
+#include "loop.h"
 #include "mpiwire.h"
 
 #define PROG "hvd-mpi-rank"
@@ -29,6 +30,7 @@
  * (SIGTERM also arrives when mpirun dies, see main). */
 static const int caught[] = {SIGTERM, SIGINT,  SIGHUP, SIGUSR1,
                              SIGUSR2, SIGALRM, SIGABRT};
+#define NCAUGHT ((int)(sizeof(caught) / sizeof(caught[0])))
 
 struct wrapper;
 
@@ -44,7 +46,7 @@ struct wrapper {
     uv_loop_t *loop;
     uv_process_t proc;
     struct stream out, err;
-    uv_signal_t sigs[sizeof(caught) / sizeof(caught[0])];
+    uv_signal_t sigs[NCAUGHT];
     uv_timer_t drain;
     pid_t parent;
     int reaped;
@@ -313,13 +315,6 @@ static int start(struct wrapper *w, char **cmd)
     return 0;
 }
 
-static void close_walk(uv_handle_t *h, void *arg)
-{
-    (void)arg;
-    if (!uv_is_closing(h))
-        uv_close(h, NULL);
-}
-
 /* Ends this process as the rank ended, so that mpirun sees the same. */
 static int exit_like(const struct wrapper *w)
 {
@@ -377,19 +372,16 @@ int main(int argc, char **argv)
     w.loop = uv_default_loop();
     uv_timer_init(w.loop, &w.drain);
     w.drain.data = &w;
-    for (size_t k = 0; k < sizeof(caught) / sizeof(caught[0]); k++) {
-        uv_signal_init(w.loop, &w.sigs[k]);
-        w.sigs[k].data = &w;
-        uv_signal_start(&w.sigs[k], on_signal, caught[k]);
-        /* Not a reason to keep the loop alive. */
-        uv_unref((uv_handle_t *)&w.sigs[k]);
-    }
+    /* Not a reason to keep the loop alive: weak. */
+    uv_signal_t *sigs[NCAUGHT];
+    for (int k = 0; k < NCAUGHT; k++)
+        sigs[k] = &w.sigs[k];
+    hr_loop_signals(w.loop, sigs, caught, NCAUGHT, &w, on_signal, 1);
     /* A rank that cannot start is reported at once, without a loop. */
     if (start(&w, argv + i) == 0)
         uv_run(w.loop, UV_RUN_DEFAULT);
     flush(&w);
-    uv_walk(w.loop, close_walk, NULL);
-    uv_run(w.loop, UV_RUN_NOWAIT);
+    hr_loop_close_all(w.loop, UV_RUN_NOWAIT);
     hvd_linesplit_close(&w.out.split);
     hvd_linesplit_close(&w.err.split);
     hr_mpibuf_close(&w.buf);

@@ -18,6 +18,7 @@
 #include "hvd_build.h"
 #include "job.h"
 #include "link.h"
+#include "loop.h"
 #include "mpicmd.h"
 #include "mpiwire.h"
 #include "net.h"
@@ -529,21 +530,10 @@ static int setup(struct mpijob *job, struct hr_mpicmd *cmd)
 
     uv_timer_init(job->loop, &job->stop_timer);
     job->stop_timer.data = job;
-    uv_signal_t *sigs[] = {&job->sigint, &job->sigterm, &job->sighup};
-    int signums[] = {SIGINT, SIGTERM, SIGHUP};
-    for (int i = 0; i < 3; i++) {
-        uv_signal_init(job->loop, sigs[i]);
-        sigs[i]->data = job;
-        uv_signal_start(sigs[i], on_signal, signums[i]);
-    }
+    uv_signal_t *const sigs[] = {&job->sigint, &job->sigterm, &job->sighup};
+    static const int signums[] = {SIGINT, SIGTERM, SIGHUP};
+    hr_loop_signals(job->loop, sigs, signums, 3, job, on_signal, 0);
     return start_mpirun(job, cmd->argv.v);
-}
-
-static void close_walk(uv_handle_t *h, void *arg)
-{
-    (void)arg;
-    if (!uv_is_closing(h))
-        uv_close(h, NULL);
 }
 
 int hr_mpirun_run(const struct hr_opts *o, const struct hvd_hostlist *hosts,
@@ -567,8 +557,7 @@ int hr_mpirun_run(const struct hr_opts *o, const struct hvd_hostlist *hosts,
         rc = summarize(&job);
     }
     hr_mpicmd_close(&cmd);
-    uv_walk(job.loop, close_walk, NULL);
-    uv_run(job.loop, UV_RUN_NOWAIT);
+    hr_loop_close_all(job.loop, UV_RUN_NOWAIT);
     for (int k = 0; k < 2; k++) {
         for (int i = 0; job.s[k].lines && i <= plan->size; i++)
             hr_mpibuf_close(&job.s[k].lines[i]);
@@ -581,12 +570,6 @@ int hr_mpirun_run(const struct hr_opts *o, const struct hvd_hostlist *hosts,
     free(job.ranks);
     hr_mpibuf_close(&job.held);
     hr_output_close(&job.out);
-    /* As job.c: a read of a terminal or a write to one that takes
-     * nothing must not hold the exit. */
-    if (job.stdin_reader.busy || hr_output_busy(&job.out)) {
-        fflush(NULL);
-        _exit(rc);
-    }
-    uv_loop_close(job.loop);
-    return rc;
+    return hr_loop_finish(
+        job.loop, job.stdin_reader.busy || hr_output_busy(&job.out), rc);
 }
