@@ -151,3 +151,37 @@ int hvd_jobspec_decode(struct hvd_jobspec *js, const uint8_t *p, size_t len)
 out:
     return err;
 }
+
+int hvd_hello_decode(struct hvd_hello *h, const uint8_t *p, size_t len)
+{
+    struct hvd_rbuf r;
+    int err;
+
+    memset(h, 0, sizeof(*h));
+    hvd_rbuf_init(&r, p, len);
+    h->version = hvd_rbuf_u32(&r);
+    if ((err = r.err) != 0)
+        goto out;
+    if (h->version != HVD_PROTO_VERSION) {
+        err = HVD_ENOTSUP;
+        goto out;
+    }
+    h->host = hvd_rbuf_strdup(&r);
+    h->gpus = hvd_rbuf_i32(&r);
+    h->port = hvd_rbuf_i32(&r);
+    err = hvd_rbuf_done(&r);
+out:
+    if (err != 0) {
+        free(h->host);
+        h->host = NULL;
+    }
+    return err;
+}
+
+void hvd_hello_close(struct hvd_hello *h)
+{
+    if (h == NULL)
+        return;
+    free(h->host);
+    h->host = NULL;
+}

@@ -69,4 +69,24 @@ int hvd_jobspec_encode(const struct hvd_jobspec *js, uint8_t **out,
  */
 int hvd_jobspec_decode(struct hvd_jobspec *js, const uint8_t *p, size_t len);
 
+/* What an agent says first: who it is and what it found on its host. */
+struct hvd_hello {
+    uint32_t version; /* 0 when the payload is too short to hold one */
+    char *host;       /* the agent's host name (free()), or NULL */
+    int32_t gpus;
+    int32_t port; /* a free TCP port there, for MASTER_PORT */
+};
+
+/*
+ * Decodes a HELLO payload. The version comes first so that it can be told
+ * apart from damage: another version is HVD_ENOTSUP (the rest, whose
+ * layout that version may have changed, is not read), a payload too short
+ * is HVD_ETRUNC, trailing bytes or a host name with a NUL are HVD_EPROTO,
+ * and HVD_ENOMEM is HVD_ENOMEM. h->version is set whenever the payload
+ * holds one; h->host is set only on success. The values are not checked.
+ */
+int hvd_hello_decode(struct hvd_hello *h, const uint8_t *p, size_t len);
+/* Frees h->host; NULL is a no-op. */
+void hvd_hello_close(struct hvd_hello *h);
+
 #endif

@@ -18,6 +18,7 @@
 #include "common/wire.h"
 #include "gloo_store.h"
 #include "link.h"
+#include "loop.h"
 #include "net.h"
 #include "spawn.h"
 #include "srun.h"
@@ -321,16 +322,13 @@ static void check_preflight(struct hr_job *job)
 }
 
 static void handle_hello(struct hr_job *job, struct hr_agent *a,
-                         struct hvd_rbuf *r)
+                         const struct hvd_frame *f)
 {
-    uint32_t version = hvd_rbuf_u32(r);
-    char *remote_name = hvd_rbuf_strdup(r);
-    a->gpus = hvd_rbuf_i32(r);
-    a->free_port = hvd_rbuf_i32(r);
-    int err = hvd_rbuf_done(r);
+    struct hvd_hello h;
+    int err = hvd_hello_decode(&h, f->payload, f->len);
 
-    if (err == 0 && version != HVD_PROTO_VERSION)
-        err = HVD_EPROTO;
+    a->gpus = h.gpus;
+    a->free_port = h.port;
     if (err == 0 && (a->free_port < 1 || a->free_port > 65535 || a->gpus < 0)) {
         /* The agent found no free port (or sent nonsense): not a version
          * problem, but no job can start there. */
@@ -339,18 +337,26 @@ static void handle_hello(struct hr_job *job, struct hr_agent *a,
                  "a free TCP port",
                  a->free_port, a->gpus);
         hr_link_kill(a, SIGTERM);
-    } else if (err) {
+    } else if (err == HVD_ENOTSUP) {
         snprintf(a->failure, sizeof(a->failure),
                  "hvd-agent speaks protocol %u, this horovodrun speaks %u; "
                  "install the same version on every host",
-                 version, HVD_PROTO_VERSION);
+                 h.version, HVD_PROTO_VERSION);
+        hr_link_kill(a, SIGTERM);
+    } else if (err) {
+        /* Not a version mismatch: the payload is damaged (too short,
+         * trailing bytes, a bad host name), which no upgrade explains. */
+        snprintf(a->failure, sizeof(a->failure),
+                 "hvd-agent sent a malformed HELLO of %u bytes (%s); check "
+                 "that hvd-agent on that host is a working build",
+                 (unsigned)f->len, hvd_strerror(err));
         hr_link_kill(a, SIGTERM);
     } else if (!a->hello) {
         a->hello = 1;
-        hvd_log_info("host %s (%s): agent ready, %d GPUs", a->name,
-                     remote_name ? remote_name : "?", a->gpus);
+        hvd_log_info("host %s (%s): agent ready, %d GPUs", a->name, h.host,
+                     a->gpus);
     }
-    free(remote_name);
+    hvd_hello_close(&h);
     check_preflight(job);
 }
 
@@ -362,7 +368,7 @@ static int handle_frame(struct hr_job *job, struct hr_agent *a,
 
     switch (f->type) {
     case HVD_MSG_HELLO:
-        handle_hello(job, a, &r);
+        handle_hello(job, a, f);
         return 0;
     case HVD_MSG_LINE: {
         uint32_t rank = hvd_rbuf_u32(&r);
@@ -611,13 +617,6 @@ static int summarize(struct hr_job *job)
                               rs->kind, rs->code, job->opts->cmd[0]);
 }
 
-static void close_walk(uv_handle_t *h, void *arg)
-{
-    (void)arg;
-    if (!uv_is_closing(h))
-        uv_close(h, NULL);
-}
-
 /* The address ranks reach the rendezvous server at: the user's choice
  * (an address, or the first of the --network-interfaces), else this
  * host's address on the route to the remote hosts (that of the first SSH
@@ -750,13 +749,9 @@ static int setup(struct hr_job *job)
     uv_timer_init(job->loop, &job->stop_timer);
     uv_timer_init(job->loop, &job->ping_timer);
     job->start_timer.data = job->stop_timer.data = job->ping_timer.data = job;
-    uv_signal_t *sigs[] = {&job->sigint, &job->sigterm, &job->sighup};
-    int signums[] = {SIGINT, SIGTERM, SIGHUP};
-    for (int i = 0; i < 3; i++) {
-        uv_signal_init(job->loop, sigs[i]);
-        sigs[i]->data = job;
-        uv_signal_start(sigs[i], on_signal, signums[i]);
-    }
+    uv_signal_t *const sigs[] = {&job->sigint, &job->sigterm, &job->sighup};
+    static const int signums[] = {SIGINT, SIGTERM, SIGHUP};
+    hr_loop_signals(job->loop, sigs, signums, 3, job, on_signal, 0);
     uv_timer_start(&job->start_timer, on_start_timeout,
                    (uint64_t)(o->start_timeout * 1000), 0);
     for (int i = 0; i < job->nagents; i++) {
@@ -802,8 +797,7 @@ int hr_job_run(const struct hr_opts *o, const struct hvd_hostlist *hosts,
 
     /* A stdin read may still block in the thread pool; everything else
      * is closed so that sanitizers see no leaks. */
-    uv_walk(job.loop, close_walk, NULL);
-    uv_run(job.loop, UV_RUN_NOWAIT);
+    hr_loop_close_all(job.loop, UV_RUN_NOWAIT);
     for (int i = 0; i < job.nagents; i++) {
         hvd_frame_reader_close(&job.agents[i].reader);
         hr_ssh_free(job.agents[i].ssh);
@@ -813,13 +807,6 @@ int hr_job_run(const struct hr_opts *o, const struct hvd_hostlist *hosts,
     hr_output_close(&job.out);
     free(job.agents);
     free(job.ranks);
-    /* A thread-pool read of a terminal or an idle pipe would block the
-     * exit until the user typed something, and a write to a terminal that
-     * takes nothing would block it forever: leave without waiting. */
-    if (job.in.busy || hr_output_busy(&job.out)) {
-        fflush(NULL);
-        _exit(rc);
-    }
-    uv_loop_close(job.loop);
-    return rc;
+    return hr_loop_finish(job.loop, job.in.busy || hr_output_busy(&job.out),
+                          rc);
 }

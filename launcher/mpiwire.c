@@ -131,7 +131,8 @@ static int parse_int(const char *s, size_t len, size_t *i, char stop, long *out)
     long v = 0;
     while (*i < len && s[*i] >= '0' && s[*i] <= '9' && *i - start < 10)
         v = v * 10 + (s[(*i)++] - '0');
-    if (*i == start || v > INT32_MAX)
+    /* INT32_MIN has no positive twin: the bound depends on the sign. */
+    if (*i == start || v > (long)INT32_MAX + neg)
         return -1;
     if (stop) {
         if (*i >= len || s[*i] != stop)

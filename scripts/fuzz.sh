@@ -32,13 +32,13 @@ esac
 
 build=${FUZZ_BUILD_DIR:-build-fuzz}
 cc=${FUZZ_CC:-clang-14}
-targets=${FUZZ_TARGETS:-frame proto rdvproto hostspec linesplit}
+targets=${FUZZ_TARGETS:-frame proto rdvproto hostspec linesplit mpiwire shellsplit}
 
 if [ "${FUZZ_NO_INSTALL:-}" != 1 ]; then
     ./scripts/install-deps.sh --fuzz
 fi
 
-# The common/ files each target links, and the longest input worth trying.
+# The common/ and launcher/ files each target links, and the longest input worth trying.
 sources() {
     case "$1" in
     frame) echo common/frame.c common/wire.c ;;
@@ -48,9 +48,14 @@ sources() {
         ;;
     hostspec) echo common/hostspec.c common/errmsg.c ;;
     linesplit) echo common/linesplit.c ;;
+    mpiwire) echo launcher/mpiwire.c ;;
+    shellsplit)
+        echo launcher/mpicmd.c common/strvec.c common/plan.c \
+            common/hostspec.c common/errmsg.c
+        ;;
     gen_corpus)
         echo common/proto.c common/rdvproto.c common/auth.c common/wire.c \
-            common/frame.c common/strvec.c
+            common/frame.c common/strvec.c launcher/mpiwire.c
         ;;
     *)
         echo "fuzz.sh: unknown target '$1'" >&2

@@ -1,4 +1,4 @@
-/* Runs one negotiated collective on the ring. */
+/* Runs negotiated host-memory collectives, and negotiation's gathers. */
 #include <stdlib.h>
 #include <string.h>
 

@@ -22,9 +22,10 @@ static int fuse_small(struct hvd_ctx *c, struct hvd_work **ws, int n,
     }
     int rc = hvd__coll_gather_reduce(c, c->fuse_buf, c->fuse_buf, total,
                                      ws[0]->dtype, ws[0]->op_kind, err, errlen);
-    for (int i = 0, o = 0; rc == 0 && i < n; i++) {
-        memcpy(ws[i]->recvbuf, c->fuse_buf + (size_t)o, ws[i]->count * es);
-        o += (int)(ws[i]->count * es);
+    off = 0;
+    for (int i = 0; rc == 0 && i < n; i++) {
+        memcpy(ws[i]->recvbuf, c->fuse_buf + off, ws[i]->count * es);
+        off += ws[i]->count * es;
     }
     return rc;
 }

@@ -65,8 +65,10 @@ void hvd__stall_check(struct hvd_ctx *c)
                 n += snprintf(line + n, 8192 - (size_t)n, " rank %d: [%s%s]", r,
                               s.byrank[r], s.nbyrank[r] > 6 ? ", ..." : "");
         if (n > 0) {
-            /* The one place libhvd prints: a stalled job has nobody else
-             * to say why it waits. */
+            /* One of libhvd's few prints, with the notice that device
+             * buffers are staged through host memory and the transport
+             * line at debug level: a stalled job has nobody else to say
+             * why it waits. */
             fprintf(stderr,
                     "hvd: warning: stall: for more than %g s some ranks "
                     "have submitted tensors that these ranks have not:%s "

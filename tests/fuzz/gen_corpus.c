@@ -13,6 +13,7 @@
 #include "common/rdvproto.h"
 #include "common/secret.h"
 #include "common/wire.h"
+#include "launcher/mpiwire.h"
 
 static const uint8_t secret[HVD_SECRET_LEN] = FUZZ_SECRET;
 static const uint8_t nonce[HVD_NONCE_LEN] = FUZZ_NONCE;
@@ -290,6 +291,55 @@ static void linesplit_seeds(void)
              "0123456789abcdef\n01234567\n012345678\r\n\r\n\n\r\r");
 }
 
+/* hvd-mpi-rank's records as mpirun --tag-output carries them. */
+static void mpiwire_seeds(void)
+{
+    /* Bytes 0-1: chunking. */
+    const uint8_t chunks[] = {0x5a, 0xa5};
+    struct hr_mpibuf b = {0};
+    char *out;
+    size_t len = 0;
+
+    if (hr_mpiwire_hello(&b, 1, "node[1]") != 0 ||
+        hr_mpiwire_line(&b, HVD_STREAM_STDOUT, 1, "epoch 1 100%", 12) != 0 ||
+        hr_mpiwire_line(&b, HVD_STREAM_STDERR, 2, "\r[bar]\r", 7) != 0 ||
+        hr_mpiwire_exit(&b, HVD_EXIT_SIGNAL, 9) != 0 ||
+        (out = malloc(4 * b.len + 64)) == NULL) {
+        fprintf(stderr, "gen_corpus: out of memory\n");
+        exit(1);
+    }
+    /* Each line of the records behind its tag, then a record cut in two
+     * under two tags with another rank's line between them. */
+    for (size_t i = 0, start = 0; i < b.len; i++)
+        if (b.p[i] == '\n') {
+            len += (size_t)sprintf(out + len, "[7,3]<stdout>:%.*s\n",
+                                   (int)(i - start), b.p + start);
+            start = i + 1;
+        }
+    len += (size_t)sprintf(out + len, "[7,0]<stdout>:o1hal[7,2]<stdout>:"
+                                      "x0 0\n[7,0]<stdout>:f\n");
+    seed("mpiwire", "records", chunks, 2, out, len);
+    seed_str("mpiwire", "mpirun-lines", chunks, 2,
+             "--------\nmpirun noticed that process rank 1 exited\n"
+             "[7,1]<stderr>:Traceback\n[bogus] [7,x]<stdout>:\n[7,1]<std");
+    free(out);
+    hr_mpibuf_close(&b);
+}
+
+/* --mpi-args values (mode 0) and word lists (mode 1). */
+static void shellsplit_seeds(void)
+{
+    const uint8_t split[] = {0}, join[] = {1};
+    static const char words[] = "-x\0A B\0it's\0\0\"q\"\0back\\slash";
+
+    seed_str("shellsplit", "mpi-args", split, 1,
+             "--mca btl_tcp_if_include lo -x 'A B' \"C \\\"D\\\" $E\" "
+             "F\\ G '' \\\nH");
+    seed_str("shellsplit", "unclosed", split, 1, "-x 'A");
+    seed_str("shellsplit", "trailing-backslash", split, 1, "-x A\\");
+    seed("shellsplit", "words", join, 1, words, sizeof(words) - 1);
+}
+
 int main(int argc, char **argv)
 {
     if (argc != 2) {
@@ -302,5 +352,7 @@ int main(int argc, char **argv)
     rdv_seeds();
     hostspec_seeds();
     linesplit_seeds();
+    mpiwire_seeds();
+    shellsplit_seeds();
     return failed;
 }

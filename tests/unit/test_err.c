@@ -1,23 +1,123 @@
-/* Unit tests for the error table (common/err.c). */
+/* Unit tests for the error table (common/err.c, worker/include/hvd.h). */
 #include <criterion/criterion.h>
+#include <limits.h>
 #include <string.h>
 
 #include "common/hvd_err.h"
 
-Test(err, every_code_has_a_name_and_message)
-{
-#define XX(name, val, msg)                                                     \
-    cr_expect_str_eq(hvd_err_name(val), "HVD_" #name);                         \
-    cr_expect_str_eq(hvd_strerror(val), msg);                                  \
-    cr_expect_lt(val, 0);
+struct code {
+    const char *name; /* as the table spells it, e.g. "EINVAL" */
+    int val;
+    const char *msg;
+};
+
+static const struct code table[] = {
+#define XX(name, val, msg) {#name, val, msg},
     HVD_ERRNO_MAP(XX)
 #undef XX
+};
+#define NCODES (sizeof(table) / sizeof(table[0]))
+
+/*
+ * The values are ABI: programs and ctypes front ends compare against the
+ * numbers, so a code may be added at the end but never renumbered. This
+ * list is written out by hand so that a renumbering fails here.
+ */
+static const struct {
+    int code;
+    int val;
+} pinned[] = {
+    {HVD_EINVAL, -1},     {HVD_ENOMEM, -2},     {HVD_EIO, -3},
+    {HVD_ERANGE, -4},     {HVD_EPARSE, -5},     {HVD_EDUP, -6},
+    {HVD_ETOOBIG, -7},    {HVD_EPROTO, -8},     {HVD_ETRUNC, -9},
+    {HVD_ENOSLOTS, -10},  {HVD_ESYS, -11},      {HVD_EAGAIN, -12},
+    {HVD_ENOTINIT, -13},  {HVD_EINIT, -14},     {HVD_ETIMEDOUT, -15},
+    {HVD_EPEER, -16},     {HVD_EAUTH, -17},     {HVD_ECONNECT, -18},
+    {HVD_EENV, -19},      {HVD_ESHUTDOWN, -20}, {HVD_ENOTSUP, -21},
+    {HVD_EMISMATCH, -22},
+};
+
+Test(err, values_are_pinned)
+{
+    for (size_t i = 0; i < sizeof(pinned) / sizeof(pinned[0]); i++)
+        cr_expect_eq(pinned[i].code, pinned[i].val, "%s is %d, was %d",
+                     hvd_err_name(pinned[i].code), pinned[i].code,
+                     pinned[i].val);
+    /* Every code in the table is pinned: a new one must be added above. */
+    cr_expect_eq(NCODES, sizeof(pinned) / sizeof(pinned[0]));
 }
 
-Test(err, unknown_and_success)
+Test(err, values_are_negative_and_distinct)
+{
+    for (size_t i = 0; i < NCODES; i++) {
+        cr_expect_lt(table[i].val, 0, "%s", table[i].name);
+        for (size_t j = i + 1; j < NCODES; j++)
+            cr_expect_neq(table[i].val, table[j].val, "%s and %s share %d",
+                          table[i].name, table[j].name, table[i].val);
+    }
+}
+
+/* New codes take the next number: no gaps that a later code could fill
+ * with a meaning an old program does not expect. */
+Test(err, values_are_dense)
+{
+    for (size_t i = 0; i < NCODES; i++)
+        cr_expect_eq(table[i].val, -(int)i - 1, "%s", table[i].name);
+}
+
+Test(err, names_follow_the_convention)
+{
+    for (size_t i = 0; i < NCODES; i++) {
+        const char *n = hvd_err_name(table[i].val);
+        cr_assert_not_null(n);
+        cr_expect_eq(strncmp(n, "HVD_E", 5), 0, "%s", n);
+        cr_expect_str_eq(n + 4, table[i].name);
+        cr_expect_gt(strlen(n), 5, "%s", n);
+        for (const char *c = n + 4; *c; c++)
+            cr_expect((*c >= 'A' && *c <= 'Z') || (*c >= '0' && *c <= '9'),
+                      "%s: '%c'", n, *c);
+        cr_expect_str_neq(n, "HVD_EUNKNOWN");
+        cr_expect_str_neq(n, "HVD_OK");
+        for (size_t j = i + 1; j < NCODES; j++)
+            cr_expect_str_neq(n, hvd_err_name(table[j].val));
+    }
+}
+
+/* Messages are composed into one-line errors ("cannot connect to X: %s"):
+ * lower case, no full stop, no newline, and each says something its own. */
+Test(err, messages_are_specific)
+{
+    for (size_t i = 0; i < NCODES; i++) {
+        const char *m = hvd_strerror(table[i].val);
+        size_t len = strlen(m);
+        cr_assert_gt(len, 0, "%s", table[i].name);
+        cr_expect_str_eq(m, table[i].msg);
+        cr_expect_str_neq(m, "unknown error", "%s", table[i].name);
+        cr_expect_str_neq(m, "success", "%s", table[i].name);
+        cr_expect_null(strchr(m, '\n'), "%s", table[i].name);
+        cr_expect_neq(m[len - 1], '.', "%s", table[i].name);
+        cr_expect(!(m[0] >= 'A' && m[0] <= 'Z'), "%s: %s", table[i].name, m);
+        for (size_t j = i + 1; j < NCODES; j++)
+            cr_expect_str_neq(m, hvd_strerror(table[j].val), "%s and %s",
+                              table[i].name, table[j].name);
+    }
+}
+
+Test(err, success)
 {
     cr_expect_str_eq(hvd_strerror(0), "success");
     cr_expect_str_eq(hvd_err_name(0), "HVD_OK");
-    cr_expect_str_eq(hvd_strerror(-9999), "unknown error");
-    cr_expect_str_eq(hvd_err_name(12345), "HVD_EUNKNOWN");
+}
+
+Test(err, unknown_codes)
+{
+    const int unknown[] = {
+        -(int)NCODES - 1, 1, 12345, -9999, INT_MIN, INT_MAX,
+    };
+    for (size_t i = 0; i < sizeof(unknown) / sizeof(unknown[0]); i++) {
+        cr_expect_str_eq(hvd_strerror(unknown[i]), "unknown error", "%d",
+                         unknown[i]);
+        cr_expect_str_eq(hvd_err_name(unknown[i]), "HVD_EUNKNOWN", "%d",
+                         unknown[i]);
+    }
 }

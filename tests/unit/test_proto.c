@@ -1,4 +1,4 @@
-/* Unit tests for the job spec codec (common/proto.c). */
+/* Unit tests for the agent channel messages (common/proto.c). */
 #include <criterion/criterion.h>
 #include <stdlib.h>
 #include <string.h>
@@ -6,6 +6,7 @@
 #include "common/frame.h"
 #include "common/hvd_err.h"
 #include "common/proto.h"
+#include "common/wire.h"
 
 static void sample(struct hvd_jobspec *js)
 {
@@ -143,4 +144,117 @@ Test(proto, trailing_garbage_is_rejected)
     hvd_jobspec_close(&in);
     free(f);
     free(g);
+}
+
+/* A HELLO payload as launcher/agent.c writes it, in *len bytes (free()). */
+static uint8_t *hello(uint32_t version, const char *host, size_t hostlen,
+                      int32_t gpus, int32_t port, size_t *len)
+{
+    struct hvd_wbuf w;
+    uint8_t *f, *p;
+    size_t flen;
+
+    hvd_wbuf_init(&w);
+    hvd_wbuf_u32(&w, version);
+    hvd_wbuf_bytes(&w, host, hostlen);
+    hvd_wbuf_i32(&w, gpus);
+    hvd_wbuf_i32(&w, port);
+    cr_assert_eq(hvd_wbuf_finish(&w, HVD_MSG_HELLO, &f, &flen), 0);
+    *len = flen - HVD_FRAME_HDR;
+    p = malloc(*len + 1);
+    cr_assert_not_null(p);
+    memcpy(p, f + HVD_FRAME_HDR, *len);
+    free(f);
+    return p;
+}
+
+Test(proto, hello_round_trip)
+{
+    struct hvd_hello h;
+    size_t len;
+    uint8_t *p = hello(HVD_PROTO_VERSION, "node-1", 6, 4, 29500, &len);
+
+    cr_assert_eq(hvd_hello_decode(&h, p, len), 0);
+    cr_expect_eq(h.version, HVD_PROTO_VERSION);
+    cr_expect_str_eq(h.host, "node-1");
+    cr_expect_eq(h.gpus, 4);
+    cr_expect_eq(h.port, 29500);
+    hvd_hello_close(&h);
+    cr_expect_null(h.host);
+    hvd_hello_close(&h); /* twice is safe */
+    hvd_hello_close(NULL);
+    free(p);
+}
+
+/* Every cut of a well-formed HELLO is truncated, never another version:
+ * that is what makes horovodrun say "malformed" instead of "upgrade". */
+Test(proto, hello_truncated_is_not_a_version_mismatch)
+{
+    struct hvd_hello h;
+    size_t len;
+    uint8_t *p = hello(HVD_PROTO_VERSION, "node-1", 6, 0, 1234, &len);
+
+    for (size_t cut = 0; cut < len; cut++) {
+        cr_expect_eq(hvd_hello_decode(&h, p, cut), HVD_ETRUNC, "cut at %zu",
+                     cut);
+        cr_expect_null(h.host);
+        cr_expect_eq(h.version, cut >= 4 ? HVD_PROTO_VERSION : 0u);
+        hvd_hello_close(&h);
+    }
+    free(p);
+}
+
+Test(proto, hello_other_version)
+{
+    struct hvd_hello h;
+    size_t len;
+    uint8_t *p = hello(HVD_PROTO_VERSION + 1, "node-1", 6, 0, 1234, &len);
+
+    cr_expect_eq(hvd_hello_decode(&h, p, len), HVD_ENOTSUP);
+    cr_expect_eq(h.version, HVD_PROTO_VERSION + 1);
+    cr_expect_null(h.host);
+    /* Another version may lay out the rest differently: only its version
+     * word is read, so a short body still says "another version". */
+    cr_expect_eq(hvd_hello_decode(&h, p, 4), HVD_ENOTSUP);
+    cr_expect_eq(h.version, HVD_PROTO_VERSION + 1);
+    free(p);
+}
+
+Test(proto, hello_malformed)
+{
+    struct hvd_hello h;
+    size_t len;
+    uint8_t *p = hello(HVD_PROTO_VERSION, "node-1", 6, 0, 1234, &len);
+
+    /* A byte past the end. */
+    p[len] = 0;
+    cr_expect_eq(hvd_hello_decode(&h, p, len + 1), HVD_EPROTO);
+    cr_expect_null(h.host);
+    free(p);
+    /* A host name with a NUL in it. */
+    p = hello(HVD_PROTO_VERSION, "node\0-1", 7, 0, 1234, &len);
+    cr_expect_eq(hvd_hello_decode(&h, p, len), HVD_EPROTO);
+    cr_expect_null(h.host);
+    free(p);
+    /* A host name longer than the payload. */
+    p = hello(HVD_PROTO_VERSION, "node-1", 6, 0, 1234, &len);
+    p[7] = 200;
+    cr_expect_eq(hvd_hello_decode(&h, p, len), HVD_ETRUNC);
+    cr_expect_null(h.host);
+    free(p);
+}
+
+/* The decoder leaves range checks to the launcher, which names the value. */
+Test(proto, hello_values_are_not_judged)
+{
+    struct hvd_hello h;
+    size_t len;
+    uint8_t *p = hello(HVD_PROTO_VERSION, "", 0, -1, 0, &len);
+
+    cr_assert_eq(hvd_hello_decode(&h, p, len), 0);
+    cr_expect_str_eq(h.host, "");
+    cr_expect_eq(h.gpus, -1);
+    cr_expect_eq(h.port, 0);
+    hvd_hello_close(&h);
+    free(p);
 }
