@@ -41,8 +41,8 @@
 #define HVD_ENV_HIERARCHICAL_ALLREDUCE "HOROVOD_HIERARCHICAL_ALLREDUCE"
 #define HVD_ENV_PEER_TIMEOUT "HOROVOD_PEER_TIMEOUT"
 #define HVD_ENV_LOG_LEVEL "HOROVOD_LOG_LEVEL"
-/* "mpi": libhvd takes the job from MPI (see worker/mpi_backend.h); any
- * other value ("gloo", as for real Horovod) leaves it to the contract. */
+/* "mpi": libhvd takes the job from MPI (worker/transport/mpi_backend.h);
+ * any other value ("gloo", as for real Horovod) leaves it to the contract. */
 #define HVD_ENV_CONTROLLER "HOROVOD_CONTROLLER"
 #define HVD_ENV_MPI_THREADS_DISABLE "HOROVOD_MPI_THREADS_DISABLE"
 /* Open MPI's view of a rank's place, as mpirun sets it. */

@@ -8,8 +8,9 @@
 #include "common/envc.h"
 #include "common/hvd_err.h"
 #include "ctx.h"
-#include "gpu.h"
-#include "mpi_backend.h"
+#include "gpu/gpu.h"
+#include "transport/mpi_backend.h"
+#include "transport/transport.h"
 
 static struct hvd_ctx *g_ctx;
 static pthread_mutex_t g_init_mu = PTHREAD_MUTEX_INITIALIZER;
@@ -62,6 +63,7 @@ HVD_EXPORT int hvd_init(void)
         goto out;
     }
     c->rdv_fd = c->wake_fd = c->tl.fd = -1;
+    c->tp = &hvd__transport_ring;
     c->force_staging = hvd__env_flag(HVD_ENV_FORCE_GPU_STAGING, 0);
     hvd__ring_init(&c->ring, 0, 1);
     hvd__ring_init(&c->xring, 0, 1);

@@ -10,13 +10,6 @@
 
 #include "include/hvd.h"
 
-enum hvd_coll_mode {
-    HVD_COLL_RING,
-    HVD_COLL_SHM,
-    HVD_COLL_HIER,
-    HVD_COLL_MPI /* chosen by hvd__mpi_join, never by hvd__coll_choose */
-};
-
 /* Which ranks share a host, from the peer table's host names. */
 struct hvd_topo {
     int nhosts;
@@ -30,17 +23,24 @@ struct hvd_topo {
 };
 
 struct hvd_ctx;
+struct hvd_transport;
 
 /* hosts[r] is rank r's host name. 0 or HVD_ENOMEM. */
 int hvd__topo_build(struct hvd_topo *t, int size, int rank,
                     const char *const *hosts);
 void hvd__topo_close(struct hvd_topo *t);
-/* The mode for this topology and the HOROVOD_SHM_DISABLE and
- * HOROVOD_HIERARCHICAL_ALLREDUCE settings (the same on every rank). */
-enum hvd_coll_mode hvd__coll_choose(const struct hvd_topo *t, int size);
+/* The transport for this topology and the HOROVOD_SHM_DISABLE and
+ * HOROVOD_HIERARCHICAL_ALLREDUCE settings (the same on every rank); never
+ * MPI's, which hvd__mpi_join sets. */
+const struct hvd_transport *hvd__coll_choose(const struct hvd_topo *t,
+                                             int size);
+/* Whether the reduce kernels take an allreduce of dt and op among more
+ * than one rank; the shared-memory transports hand the rest to the TCP
+ * ring, which copies (a job of one) or refuses it. */
+int hvd__coll_kernels_take(const struct hvd_ctx *c, hvd_dtype dt, hvd_op op);
 
 /* As the hvd__ring_* functions of the same names, on the chosen
- * transport. */
+ * transport (c->tp). */
 int hvd__coll_allreduce(struct hvd_ctx *c, const void *sendbuf, void *recvbuf,
                         size_t count, hvd_dtype dt, hvd_op op, char *err,
                         size_t errlen);

@@ -14,8 +14,8 @@
 #include "include/hvd.h"
 #include "negotiate.h"
 #include "timeline.h"
-#include "ring.h"
-#include "shm.h"
+#include "transport/ring.h"
+#include "transport/shm.h"
 
 #define HVD_ERRMSG 512
 
@@ -78,12 +78,14 @@ struct hvd_ctx {
     uint8_t secret[HVD_SECRET_LEN];
     int rdv_fd; /* stays open: failures of other ranks arrive on it */
     struct hvd_frame_reader rdv_reader;
-    struct hvd_ring ring; /* every rank (HVD_COLL_RING) */
-    enum hvd_coll_mode mode;
+    /* The transport (transport/transport.h), chosen once at hvd_init and
+     * the ring until then, and the state the transports keep. */
+    const struct hvd_transport *tp;
+    struct hvd_ring ring; /* every rank (ring), or a job of one */
     struct hvd_topo topo;
-    struct hvd_shm shm;    /* this host's ranks (HVD_COLL_SHM and _HIER) */
-    struct hvd_ring xring; /* one leader per host (HVD_COLL_HIER) */
-    struct hvd_mpi *mpi;   /* MPI's handles (HVD_COLL_MPI) */
+    struct hvd_shm shm;    /* this host's ranks (shm and hier) */
+    struct hvd_ring xring; /* one leader per host (hier) */
+    struct hvd_mpi *mpi;   /* MPI's handles (mpi) */
 
     pthread_t thread;
     int thread_started;
@@ -133,8 +135,23 @@ enum hvd_join_kind {
 /* The kind from the environment, or a negative code (with err filled)
  * when it asks for MPI and this build has none. */
 int hvd__join_kind(char *err, size_t errlen);
-/* Meets the other ranks (env, rendezvous, ring sockets). */
+/* Meets the other ranks (env, rendezvous, then the transport's connect). */
 int hvd__join(struct hvd_ctx *c, char *err, size_t errlen);
+/* What hvd__join hands a transport's connect entry. */
+struct hvd_rdv_peers;
+struct hvd_link {
+    int lfd;                        /* listening for peers */
+    const struct hvd_rdv_peers *pt; /* every rank's address and host */
+    int64_t deadline;               /* hvd__now_ms() clock */
+};
+/* Connects ring r to global rank next and accepts global rank prev, with
+ * the hellos of the ring of every rank or (cross) of host leaders. */
+int hvd__join_ring(struct hvd_ctx *c, struct hvd_ring *r, int cross, int next,
+                   int prev, const struct hvd_link *l, char *err,
+                   size_t errlen);
+/* Sets up shared memory among this host's ranks, if it has more than one. */
+int hvd__join_shm(struct hvd_ctx *c, const struct hvd_link *l, char *err,
+                  size_t errlen);
 /* A 0/1 setting from the environment: dflt when unset or empty, else
  * whether its number is nonzero. */
 int hvd__env_flag(const char *name, int dflt);

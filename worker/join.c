@@ -14,8 +14,8 @@
 #include "common/secret.h"
 #include "ctx.h"
 #include "hvd_build.h"
-#include "mpi_backend.h"
 #include "sock.h"
+#include "transport/transport.h"
 
 /* Hellos on the ring of all ranks and on the ring of host leaders. */
 #define PEER_MAGIC 0x48564450u  /* "HVDP" */
@@ -221,16 +221,16 @@ static void describe(char *out, size_t len, const struct hvd_rdv_peers *pt,
     snprintf(out, len, "rank %d (host %s)", rank, pt->peers[rank].host);
 }
 
-/* Connects ring r to global rank next and accepts global rank prev.
- * Connecting first cannot deadlock: the kernel completes it from the
+/* Connecting first cannot deadlock: the kernel completes it from the
  * listen queue. */
-static int connect_ring(struct hvd_ctx *c, struct hvd_ring *r, uint32_t magic,
-                        int next, int prev, int lfd,
-                        const struct hvd_rdv_peers *pt, int64_t deadline,
-                        char *err, size_t errlen)
+int hvd__join_ring(struct hvd_ctx *c, struct hvd_ring *r, int cross, int next,
+                   int prev, const struct hvd_link *l, char *err, size_t errlen)
 {
     uint8_t hello[8 + HVD_MAC_LEN], got[8 + HVD_MAC_LEN], ack = 'K';
-    int rc;
+    uint32_t magic = cross ? CROSS_MAGIC : PEER_MAGIC;
+    const struct hvd_rdv_peers *pt = l->pt;
+    int64_t deadline = l->deadline;
+    int lfd = l->lfd, rc;
 
     describe(r->next_desc, sizeof(r->next_desc), pt, next);
     describe(r->prev_desc, sizeof(r->prev_desc), pt, prev);
@@ -274,51 +274,44 @@ static int connect_ring(struct hvd_ctx *c, struct hvd_ring *r, uint32_t magic,
     return 0;
 }
 
-/* Picks the transport from who shares a host, and connects it: the ring
- * of all ranks, this host's shared memory, or both that and the ring of
- * host leaders. */
+int hvd__join_shm(struct hvd_ctx *c, const struct hvd_link *l, char *err,
+                  size_t errlen)
+{
+    const struct hvd_topo *t = &c->topo;
+    int first = t->first[t->host], n = t->count[t->host], rc;
+    if (n < 2)
+        return 0;
+    int *ranks = malloc((size_t)n * sizeof(*ranks));
+    if (ranks == NULL)
+        return HVD_ENOMEM;
+    for (int i = 0; i < n; i++)
+        ranks[i] = first + i;
+    rc = hvd__shm_setup(&c->shm, c->secret, sizeof(c->secret), ranks, n,
+                        c->rank - first, l->pt->peers[c->rank].host,
+                        l->deadline, err, errlen);
+    free(ranks);
+    return rc;
+}
+
+/* Picks the transport from who shares a host, and connects it. */
 static int connect_peers(struct hvd_ctx *c, int lfd,
                          const struct hvd_rdv_peers *pt, int64_t deadline,
                          char *err, size_t errlen)
 {
     const char **hosts = malloc((size_t)c->size * sizeof(*hosts));
-    struct hvd_topo *t = &c->topo;
+    struct hvd_link link = {lfd, pt, deadline};
     int rc = HVD_ENOMEM;
 
     if (hosts == NULL)
         return rc;
     for (int i = 0; i < c->size; i++)
         hosts[i] = pt->peers[i].host;
-    rc = hvd__topo_build(t, c->size, c->rank, hosts);
+    rc = hvd__topo_build(&c->topo, c->size, c->rank, hosts);
     free(hosts);
     if (rc)
         return rc;
-    c->mode = hvd__coll_choose(t, c->size);
-    if (c->mode == HVD_COLL_RING)
-        return connect_ring(c, &c->ring, PEER_MAGIC, (c->rank + 1) % c->size,
-                            (c->rank + c->size - 1) % c->size, lfd, pt,
-                            deadline, err, errlen);
-    int first = t->first[t->host], n = t->count[t->host];
-    if (n > 1) {
-        int *ranks = malloc((size_t)n * sizeof(*ranks));
-        if (ranks == NULL)
-            return HVD_ENOMEM;
-        for (int i = 0; i < n; i++)
-            ranks[i] = first + i;
-        rc = hvd__shm_setup(&c->shm, c->secret, sizeof(c->secret), ranks, n,
-                            c->rank - first, pt->peers[c->rank].host, deadline,
-                            err, errlen);
-        free(ranks);
-        if (rc)
-            return rc;
-    }
-    if (c->mode != HVD_COLL_HIER || c->rank != first)
-        return 0;
-    int nh = t->nhosts, h = t->host;
-    hvd__ring_init(&c->xring, h, nh);
-    return connect_ring(c, &c->xring, CROSS_MAGIC, t->first[(h + 1) % nh],
-                        t->first[(h + nh - 1) % nh], lfd, pt, deadline, err,
-                        errlen);
+    c->tp = hvd__coll_choose(&c->topo, c->size);
+    return c->tp->connect(c, &link, err, errlen);
 }
 
 int hvd__join(struct hvd_ctx *c, char *err, size_t errlen)

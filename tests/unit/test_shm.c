@@ -1,5 +1,5 @@
-/* Unit tests for the shared-memory sync's deadline (worker/shm.c): this
- * process and a forked child are the two ranks of one host. */
+/* Unit tests for the shared-memory sync's deadline (transport/shm.c).
+ * This process and a forked child are the two ranks of one host. */
 #include <criterion/criterion.h>
 #include <stdio.h>
 #include <string.h>

@@ -1,4 +1,5 @@
-/* The CUDA runtime's side of gpu.h (CUDA builds only). */
+/* The CUDA runtime's side of gpu.h, and the table of CUDA builds without
+ * NCCL, whose collectives on device buffers are staged (CUDA builds only). */
 #include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -73,3 +74,12 @@ void hvd__cuda_free(void *p)
 {
     cudaFree(p);
 }
+
+const struct hvd_gpu hvd__gpu_cuda = {
+    .is_device = hvd__cuda_is_device,
+    .copy = hvd__cuda_copy,
+    .alloc = hvd__cuda_alloc,
+    .free = hvd__cuda_free,
+    .count = hvd__cuda_count,
+    .staged_why = "this libhvd was built without NCCL",
+};

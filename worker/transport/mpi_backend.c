@@ -1,5 +1,5 @@
 /* The MPI backend: joins a job that mpirun started and runs the host
- * collectives with MPI. */
+ * collectives with MPI, as the MPI transport. */
 #include "mpi_backend.h"
 
 #include <limits.h>
@@ -12,11 +12,12 @@
 #include "common/hvd_err.h"
 #include "ctx.h"
 #include "reduce.h"
+#include "transport/transport.h"
 
 /* Any tag will do: the communicator is libhvd's own. */
 #define BELL_TAG 1
 /* The idle thread's sleeps between looks for bells grow from the first
- * to the last (see hvd__mpi_idle_us). */
+ * to the last (see mpi_idle_us). */
 #define IDLE_MIN_US 50
 #define IDLE_MAX_US 1000
 /* MPI counts are int: larger buffers go in pieces of this many elements
@@ -67,7 +68,7 @@ static const char *level_name(int level)
     }
 }
 
-/* The dtype of an MPI type that hvd__mpi_allreduce hands to MPI. */
+/* The dtype of an MPI type that mpi_allreduce hands to MPI. */
 static hvd_dtype dtype_of(MPI_Datatype t)
 {
     return t == MPI_INT8_T    ? HVD_INT8
@@ -212,7 +213,7 @@ int hvd__mpi_join(struct hvd_ctx *c, char *err, size_t errlen)
         ver[strcspn(ver, ",\n")] = '\0';
         snprintf(m->lib, sizeof(m->lib), "%.*s", (int)sizeof(m->lib) - 1, ver);
     }
-    c->mode = HVD_COLL_MPI;
+    c->tp = &hvd__transport_mpi;
     return 0;
 }
 
@@ -305,9 +306,9 @@ static int allreduce_acc(struct hvd_mpi *m, const void *sendbuf, void *recvbuf,
  * would grow with the number of ranks). An average is summed, then
  * divided once, by hvd__finish.
  */
-int hvd__mpi_allreduce(struct hvd_ctx *c, const void *sendbuf, void *recvbuf,
-                       size_t count, hvd_dtype dt, hvd_op op, char *err,
-                       size_t errlen)
+static int mpi_allreduce(struct hvd_ctx *c, const void *sendbuf, void *recvbuf,
+                         size_t count, hvd_dtype dt, hvd_op op, char *err,
+                         size_t errlen)
 {
     struct hvd_mpi *m = c->mpi;
     hvd_dtype acc_dt = hvd__acc_dtype(dt);
@@ -333,8 +334,8 @@ int hvd__mpi_allreduce(struct hvd_ctx *c, const void *sendbuf, void *recvbuf,
     return rc;
 }
 
-int hvd__mpi_broadcast(struct hvd_ctx *c, void *buf, size_t bytes, int root,
-                       char *err, size_t errlen)
+static int mpi_broadcast(struct hvd_ctx *c, void *buf, size_t bytes, int root,
+                         char *err, size_t errlen)
 {
     for (size_t at = 0; at < bytes;) {
         int n = bytes - at > PIECE ? PIECE : (int)(bytes - at);
@@ -346,8 +347,8 @@ int hvd__mpi_broadcast(struct hvd_ctx *c, void *buf, size_t bytes, int root,
     return 0;
 }
 
-int hvd__mpi_allgatherv(struct hvd_ctx *c, const void *sendbuf, void *recvbuf,
-                        const size_t *bytes, char *err, size_t errlen)
+static int mpi_allgatherv(struct hvd_ctx *c, const void *sendbuf, void *recvbuf,
+                          const size_t *bytes, char *err, size_t errlen)
 {
     struct hvd_mpi *m = c->mpi;
     uint8_t *out = recvbuf;
@@ -382,7 +383,7 @@ int hvd__mpi_allgatherv(struct hvd_ctx *c, const void *sendbuf, void *recvbuf,
     if (send != MPI_IN_PLACE)
         memcpy(out + mine, sendbuf, bytes[m->rank]);
     for (int r = 0, rc; r < m->size; r++) {
-        if ((rc = hvd__mpi_broadcast(c, out, bytes[r], r, err, errlen)))
+        if ((rc = mpi_broadcast(c, out, bytes[r], r, err, errlen)))
             return rc;
         out += bytes[r];
     }
@@ -416,13 +417,16 @@ static int take_bells(struct hvd_mpi *m)
     return m->called;
 }
 
-int hvd__mpi_peer_started(struct hvd_mpi *m)
+/* Whether another rank has rung this one into the next cycle. */
+static int mpi_peer_started(struct hvd_ctx *c)
 {
-    return take_bells(m);
+    return take_bells(c->mpi);
 }
 
-void hvd__mpi_cycle_start(struct hvd_mpi *m)
+/* A cycle starts: rings the other ranks unless one of them rang first. */
+static void mpi_cycle_start(struct hvd_ctx *c)
 {
+    struct hvd_mpi *m = c->mpi;
     if (!take_bells(m) && m->size > 1) {
         /* The last cycle's bells went eagerly (8 bytes): this does not
          * wait for their receivers. */
@@ -448,16 +452,28 @@ void hvd__mpi_cycle_start(struct hvd_mpi *m)
  * MPI_Improbe each time (well under 1% of a core) and delays an idle
  * rank's joining by at most a millisecond.
  */
-int64_t hvd__mpi_idle_us(struct hvd_mpi *m)
+static int64_t mpi_idle_us(struct hvd_ctx *c)
 {
+    struct hvd_mpi *m = c->mpi;
     int64_t us = m->idle_us;
     m->idle_us = us * 2 > IDLE_MAX_US ? IDLE_MAX_US : us * 2;
     return us;
 }
 
-void hvd__mpi_describe(const struct hvd_mpi *m, char *out, size_t len)
+static void mpi_describe(const struct hvd_ctx *c, char *out, size_t len)
 {
+    const struct hvd_mpi *m = c->mpi;
     snprintf(out, len, "MPI (%d rank%s; %s; %s)", m->size,
              m->size == 1 ? "" : "s", level_name(m->level),
              m->lib[0] ? m->lib : "unknown library");
 }
+
+const struct hvd_transport hvd__transport_mpi = {
+    .allreduce = mpi_allreduce,
+    .broadcast = mpi_broadcast,
+    .allgatherv = mpi_allgatherv,
+    .describe = mpi_describe,
+    .peer_started = mpi_peer_started,
+    .cycle_start = mpi_cycle_start,
+    .idle_us = mpi_idle_us,
+};

@@ -1,5 +1,6 @@
 /* Ring collectives: a schedule of send and receive steps run by one
- * non-blocking loop, so sending, receiving and reducing overlap. */
+ * non-blocking loop, so sending, receiving and reducing overlap; and the
+ * TCP ring of every rank as a transport. */
 #include "ring.h"
 
 #include <errno.h>
@@ -11,8 +12,10 @@
 #include <unistd.h>
 
 #include "common/hvd_err.h"
+#include "ctx.h"
 #include "reduce.h"
 #include "sock.h"
+#include "transport/transport.h"
 
 /* Bytes taken from a socket per receive call, and the staging size. */
 #define RING_STAGE (256u * 1024)
@@ -454,3 +457,66 @@ out:
     free(recv);
     return rc;
 }
+
+/* The transport: every collective on the ring of all ranks (c->ring). */
+
+static int tcp_connect(struct hvd_ctx *c, const struct hvd_link *l, char *err,
+                       size_t errlen)
+{
+    return hvd__join_ring(c, &c->ring, 0, (c->rank + 1) % c->size,
+                          (c->rank + c->size - 1) % c->size, l, err, errlen);
+}
+
+static int tcp_allreduce(struct hvd_ctx *c, const void *sendbuf, void *recvbuf,
+                         size_t count, hvd_dtype dt, hvd_op op, char *err,
+                         size_t errlen)
+{
+    return hvd__ring_allreduce(&c->ring, sendbuf, recvbuf, count, dt, op, err,
+                               errlen);
+}
+
+static int tcp_reduce_segs(struct hvd_ctx *c, const void *sendbuf,
+                           void *recvbuf, size_t count, hvd_dtype dt, hvd_op op,
+                           const size_t *bounds, char *err, size_t errlen)
+{
+    return hvd__ring_reduce_segs(&c->ring, sendbuf, recvbuf, count, dt, op,
+                                 bounds, err, errlen);
+}
+
+static int tcp_gather_reduce(struct hvd_ctx *c, const void *sendbuf,
+                             void *recvbuf, size_t count, hvd_dtype dt,
+                             hvd_op op, char *err, size_t errlen)
+{
+    return hvd__ring_gather_reduce(&c->ring, sendbuf, recvbuf, count, dt, op,
+                                   err, errlen);
+}
+
+static int tcp_broadcast(struct hvd_ctx *c, void *buf, size_t bytes, int root,
+                         char *err, size_t errlen)
+{
+    return hvd__ring_broadcast(&c->ring, buf, bytes, root, err, errlen);
+}
+
+static int tcp_allgatherv(struct hvd_ctx *c, const void *sendbuf, void *recvbuf,
+                          const size_t *bytes, char *err, size_t errlen)
+{
+    return hvd__ring_allgatherv(&c->ring, sendbuf, recvbuf, bytes, err, errlen);
+}
+
+static void tcp_describe(const struct hvd_ctx *c, char *out, size_t len)
+{
+    if (c->size == 1)
+        snprintf(out, len, "none (a job of one)");
+    else
+        snprintf(out, len, "TCP ring (%d ranks)", c->size);
+}
+
+const struct hvd_transport hvd__transport_ring = {
+    .connect = tcp_connect,
+    .allreduce = tcp_allreduce,
+    .reduce_segs = tcp_reduce_segs,
+    .gather_reduce = tcp_gather_reduce,
+    .broadcast = tcp_broadcast,
+    .allgatherv = tcp_allgatherv,
+    .describe = tcp_describe,
+};

@@ -1,11 +1,16 @@
 /* Collectives among the ranks of one host through the shared segment:
  * every rank copies its chunk in, reduces its own slice straight from the
- * others' slots, and copies the finished chunk out. */
+ * others' slots, and copies the finished chunk out; and shared memory as
+ * the transport of a job on one host. */
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "common/hvd_err.h"
+#include "ctx.h"
 #include "reduce.h"
 #include "shm_coll.h"
+#include "transport/transport.h"
 
 /* The segment of bounds (n + 1 entries) that holds element e, searching
  * up from k. */
@@ -172,3 +177,70 @@ int hvd__shm_allgatherv(struct hvd_shm *s, const void *sendbuf, void *recvbuf,
     }
     return 0;
 }
+
+/* The transport: every rank on this host (c->shm). */
+
+static int shm_connect(struct hvd_ctx *c, const struct hvd_link *l, char *err,
+                       size_t errlen)
+{
+    return hvd__join_shm(c, l, err, errlen);
+}
+
+/* In the ring's segments (bounds), or in rank order without: either way
+ * with the ring's bits. */
+static int shm_reduce_segs(struct hvd_ctx *c, const void *sendbuf,
+                           void *recvbuf, size_t count, hvd_dtype dt, hvd_op op,
+                           const size_t *bounds, char *err, size_t errlen)
+{
+    return hvd__shm_reduce(&c->shm, sendbuf, recvbuf, count, dt, op, bounds,
+                           c->size, -1, err, errlen);
+}
+
+static int shm_allreduce(struct hvd_ctx *c, const void *sendbuf, void *recvbuf,
+                         size_t count, hvd_dtype dt, hvd_op op, char *err,
+                         size_t errlen)
+{
+    if (!hvd__coll_kernels_take(c, dt, op))
+        return hvd__ring_allreduce(&c->ring, sendbuf, recvbuf, count, dt, op,
+                                   err, errlen);
+    if (hvd__ring_is_small(count, dt))
+        return shm_reduce_segs(c, sendbuf, recvbuf, count, dt, op, NULL, err,
+                               errlen);
+    /* The ring's segments, so that the result has the ring's bits. */
+    size_t *bounds = hvd__ring_bounds(count, c->size);
+    if (bounds == NULL) {
+        hvd__shm_abort(&c->shm);
+        return HVD_ENOMEM;
+    }
+    int rc = shm_reduce_segs(c, sendbuf, recvbuf, count, dt, op, bounds, err,
+                             errlen);
+    free(bounds);
+    return rc;
+}
+
+static int shm_broadcast(struct hvd_ctx *c, void *buf, size_t bytes, int root,
+                         char *err, size_t errlen)
+{
+    return hvd__shm_bcast(&c->shm, buf, bytes, root, err, errlen);
+}
+
+static int shm_allgatherv(struct hvd_ctx *c, const void *sendbuf, void *recvbuf,
+                          const size_t *bytes, char *err, size_t errlen)
+{
+    return hvd__shm_allgatherv(&c->shm, sendbuf, recvbuf, bytes, err, errlen);
+}
+
+static void shm_describe(const struct hvd_ctx *c, char *out, size_t len)
+{
+    snprintf(out, len, "shared memory (%d ranks on host %s)",
+             c->topo.count[c->topo.host], c->shm.host);
+}
+
+const struct hvd_transport hvd__transport_shm = {
+    .connect = shm_connect,
+    .allreduce = shm_allreduce,
+    .reduce_segs = shm_reduce_segs,
+    .broadcast = shm_broadcast,
+    .allgatherv = shm_allgatherv,
+    .describe = shm_describe,
+};

@@ -2,9 +2,7 @@
  * communicator per job, made at the first device operation from an id
  * that rank 0 broadcasts over the host transport, and a stream of the
  * runtime's own; a failure anywhere aborts the communicator instead of
- * leaving a GPU rank hanging. */
-#include "gpu_nccl.h"
-
+ * leaving a GPU rank hanging; the device path of NCCL builds. */
 #include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -14,6 +12,8 @@
 #include <nccl.h>
 
 #include "common/hvd_err.h"
+#include "ctx.h"
+#include "gpu.h"
 #include "sock.h"
 
 struct hvd_nccl {
@@ -52,7 +52,9 @@ static ncclRedOp_t nccl_op(hvd_op op)
     }
 }
 
-int hvd__nccl_can(const struct hvd_work *w)
+/* Whether NCCL runs this operation (the same answer on every rank: it
+ * depends only on what was negotiated). */
+static int nccl_can(const struct hvd_work *w)
 {
     int is_float = w->dtype == HVD_FLOAT16 || w->dtype == HVD_BFLOAT16 ||
                    w->dtype == HVD_FLOAT32 || w->dtype == HVD_FLOAT64;
@@ -300,8 +302,9 @@ out:
     return rc;
 }
 
-int hvd__nccl_exec(struct hvd_ctx *c, struct hvd_work **ws, int n, char *err,
-                   size_t errlen)
+/* Runs one operation, or n fused allreduces, on the device. */
+static int nccl_exec(struct hvd_ctx *c, struct hvd_work **ws, int n, char *err,
+                     size_t errlen)
 {
     struct hvd_work *w = ws[0];
     struct hvd_nccl *g = NULL;
@@ -326,7 +329,8 @@ int hvd__nccl_exec(struct hvd_ctx *c, struct hvd_work **ws, int n, char *err,
     }
 }
 
-void hvd__nccl_close(struct hvd_ctx *c)
+/* Destroys the communicator (at shutdown). */
+static void nccl_close(struct hvd_ctx *c)
 {
     struct hvd_nccl *g = c->nccl;
     if (g == NULL)
@@ -338,3 +342,15 @@ void hvd__nccl_close(struct hvd_ctx *c)
     free(g);
     c->nccl = NULL;
 }
+
+const struct hvd_gpu hvd__gpu_nccl = {
+    .is_device = hvd__cuda_is_device,
+    .copy = hvd__cuda_copy,
+    .alloc = hvd__cuda_alloc,
+    .free = hvd__cuda_free,
+    .count = hvd__cuda_count,
+    .can = nccl_can,
+    .exec = nccl_exec,
+    .staged_why = "NCCL has no such operation",
+    .close = nccl_close,
+};

@@ -1,6 +1,6 @@
-/* Operations on CUDA device buffers: NCCL where the build has it and the
- * operation suits it, otherwise staged through host memory and run on
- * the host transports. */
+/* Operations on CUDA device buffers: on the device path's own collectives
+ * (NCCL) where it has them and the operation suits them, otherwise staged
+ * through host memory and run on the host transports. */
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -10,10 +10,6 @@
 #include "common/hvd_err.h"
 #include "ctx.h"
 #include "gpu.h"
-#include "hvd_build.h"
-#if HVD_HAVE_NCCL
-#include "gpu_nccl.h"
-#endif
 
 int hvd__device_classify(struct hvd_work *w, char *err, size_t errlen)
 {
@@ -133,26 +129,20 @@ static int staged(struct hvd_ctx *c, struct hvd_work **ws, int n, char *err,
 int hvd__device_exec(struct hvd_ctx *c, struct hvd_work **ws, int n, char *err,
                      size_t errlen)
 {
+    const struct hvd_gpu *g = hvd__gpu();
     if (c->force_staging) {
         notice(c, HVD_ENV_FORCE_GPU_STAGING " is set");
         return staged(c, ws, n, err, errlen);
     }
-#if HVD_HAVE_NCCL
-    if (!hvd__gpu_fake() && hvd__nccl_can(ws[0]))
-        return hvd__nccl_exec(c, ws, n, err, errlen);
-    notice(c, hvd__gpu_fake() ? "the test double stands in for CUDA"
-                              : "NCCL has no such operation");
-#else
-    notice(c, "this libhvd was built without NCCL");
-#endif
+    if (g->can != NULL && g->can(ws[0]))
+        return g->exec(c, ws, n, err, errlen);
+    notice(c, g->staged_why);
     return staged(c, ws, n, err, errlen);
 }
 
 void hvd__device_close(struct hvd_ctx *c)
 {
-#if HVD_HAVE_NCCL
-    hvd__nccl_close(c);
-#else
-    (void)c;
-#endif
+    const struct hvd_gpu *g = hvd__gpu();
+    if (g->close != NULL)
+        g->close(c);
 }
