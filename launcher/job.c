@@ -50,7 +50,7 @@ static void send_simple(struct hr_agent *a, uint8_t type, uint32_t value,
     else
         hvd_wbuf_u32(&w, value);
     if (hvd_wbuf_finish(&w, type, &f, &len) == 0)
-        hr_link_send(a, f, len, 0);
+        a->link->send(a, f, len, 0);
 }
 
 const char *hr_sig_name(int sig)
@@ -138,7 +138,7 @@ static void stop_all(struct hr_job *job, int now)
         if (a->hello && job->started)
             send_simple(a, HVD_MSG_STOP, (uint32_t)now, 1);
         else
-            hr_link_kill(a, now ? SIGKILL : SIGTERM);
+            a->link->kill(a, now ? SIGKILL : SIGTERM);
     }
     uint64_t ms =
         now ? STOP_SLACK_MS
@@ -206,7 +206,7 @@ static int send_job(struct hr_job *job, struct hr_agent *a)
     if (!err)
         err = hvd_jobspec_encode(&js, &f, &len);
     if (!err)
-        hr_link_send(a, f, len, 0);
+        a->link->send(a, f, len, 0);
     hvd_jobspec_close(&js);
     return err;
 }
@@ -336,13 +336,13 @@ static void handle_hello(struct hr_job *job, struct hr_agent *a,
                  "hvd-agent reported port %d and %d GPUs; it could not find "
                  "a free TCP port",
                  a->free_port, a->gpus);
-        hr_link_kill(a, SIGTERM);
+        a->link->kill(a, SIGTERM);
     } else if (err == HVD_ENOTSUP) {
         snprintf(a->failure, sizeof(a->failure),
                  "hvd-agent speaks protocol %u, this horovodrun speaks %u; "
                  "install the same version on every host",
                  h.version, HVD_PROTO_VERSION);
-        hr_link_kill(a, SIGTERM);
+        a->link->kill(a, SIGTERM);
     } else if (err) {
         /* Not a version mismatch: the payload is damaged (too short,
          * trailing bytes, a bad host name), which no upgrade explains. */
@@ -350,7 +350,7 @@ static void handle_hello(struct hr_job *job, struct hr_agent *a,
                  "hvd-agent sent a malformed HELLO of %u bytes (%s); check "
                  "that hvd-agent on that host is a working build",
                  (unsigned)f->len, hvd_strerror(err));
-        hr_link_kill(a, SIGTERM);
+        a->link->kill(a, SIGTERM);
     } else if (!a->hello) {
         a->hello = 1;
         hvd_log_info("host %s (%s): agent ready, %d GPUs", a->name, h.host,
@@ -423,7 +423,7 @@ static void on_output_pause(void *arg, int pause)
     job->out_paused = pause;
     for (int i = 0; i < job->nagents && job->out_paused == pause; i++)
         if (!job->agents[i].ended)
-            hr_link_pause(&job->agents[i], pause);
+            job->agents[i].link->pause(&job->agents[i], pause);
 }
 
 /* Everything the ranks printed was written: the job may end. */
@@ -434,7 +434,7 @@ static void on_output_idle(void *arg)
         uv_stop(job->loop);
 }
 
-void hr_job_agent_bytes(struct hr_agent *a, const char *buf, size_t n)
+static void agent_bytes(struct hr_agent *a, const char *buf, size_t n)
 {
     struct hvd_frame f;
     int rc = hvd_frame_reader_push(&a->reader, buf, n);
@@ -449,12 +449,12 @@ void hr_job_agent_bytes(struct hr_agent *a, const char *buf, size_t n)
                  hvd_strerror(rc));
         if (a->job->started)
             fail_job(a->job, "host %s: %s", a->name, a->failure);
-        hr_link_kill(a, SIGKILL);
+        a->link->kill(a, SIGKILL);
     }
     hr_output_flush(&a->job->out);
 }
 
-void hr_job_agent_sent(struct hr_agent *a)
+static void agent_sent(struct hr_agent *a)
 {
     if (!a->job->stopping)
         hr_stdin_read(&a->job->in);
@@ -483,14 +483,14 @@ static void agent_lost(struct hr_job *job, struct hr_agent *a)
                  a->name, (long long)a->status, lost);
 }
 
-void hr_job_agent_ended(struct hr_agent *a)
+static void agent_ended(struct hr_agent *a)
 {
     struct hr_job *job = a->job;
     if (a->ended)
         return;
     a->ended = 1;
     a->running = a->reading = 0;
-    hr_link_release(a);
+    a->link->release(a);
     if (!job->started) {
         /* Pre-flight: a host that ends before it is ready failed, unless
          * we sent it home. */
@@ -509,6 +509,13 @@ void hr_job_agent_ended(struct hr_agent *a)
         uv_stop(job->loop);
 }
 
+/* What the links tell the job controller. */
+static const struct hr_link_cb agent_cb = {
+    .bytes = agent_bytes,
+    .ended = agent_ended,
+    .sent = agent_sent,
+};
+
 /* A block of stdin to rank 0's agent; the end of input as an empty
  * frame. The next read starts once the agent has taken it. */
 static void on_stdin(struct hr_stdin *in, const char *buf, size_t n)
@@ -523,7 +530,7 @@ static void on_stdin(struct hr_stdin *in, const char *buf, size_t n)
     hvd_wbuf_init(&w);
     hvd_wbuf_raw(&w, buf, n);
     if (hvd_wbuf_finish(&w, HVD_MSG_STDIN, &f, &len) == 0)
-        hr_link_send(a, f, len, n > 0);
+        a->link->send(a, f, len, n > 0);
 }
 
 static void on_signal(uv_signal_t *h, int sig)
@@ -543,7 +550,7 @@ static void on_signal(uv_signal_t *h, int sig)
         if (a->running && a->hello && job->started)
             send_simple(a, HVD_MSG_SIGNAL, (uint32_t)sig, 0);
         else if (a->running)
-            hr_link_kill(a, SIGTERM);
+            a->link->kill(a, SIGTERM);
     }
 }
 
@@ -682,6 +689,12 @@ static int setup(struct hr_job *job)
     const struct hvd_hostlist *hosts = job->hosts;
     const struct hvd_plan *plan = job->plan;
     struct srun_paths sp = {0};
+    const struct hr_ssh_cfg ssh_cfg = {
+        .port = o->ssh_port,
+        .identity_file = o->identity_file,
+        .agent_path = o->agent_path,
+        .accept_new = o->ssh_accept_new,
+    };
     char err[512];
     int rc;
 
@@ -717,6 +730,9 @@ static int setup(struct hr_job *job)
             continue;
         struct hr_agent *a = &job->agents[job->nagents];
         a->job = job;
+        a->loop = job->loop;
+        a->link = &hr_link_pipes;
+        a->cb = &agent_cb;
         a->host = (int)h;
         a->name = hosts->hosts[h].name;
         a->nranks = (uint32_t)n;
@@ -728,8 +744,11 @@ static int setup(struct hr_job *job)
                 /* Found once, and only when a host needs srun. */
                 if ((rc = srun_find(o, &sp)) == 0)
                     rc = hr_srun_argv(&a->argv, sp.srun, a->name, sp.agent);
-            } else if ((a->ssh = hr_ssh_new(a)) == NULL)
-                rc = HVD_ENOMEM;
+            } else {
+                a->link = &hr_link_ssh;
+                if ((a->ssh = hr_ssh_new(a, &ssh_cfg)) == NULL)
+                    rc = HVD_ENOMEM;
+            }
             if (rc == HVD_ENOMEM)
                 hvd_log_error("out of memory");
             if (rc != 0) {
@@ -756,7 +775,7 @@ static int setup(struct hr_job *job)
                    (uint64_t)(o->start_timeout * 1000), 0);
     for (int i = 0; i < job->nagents; i++) {
         struct hr_agent *a = &job->agents[i];
-        if (hr_link_start(a) != 0) {
+        if (a->link->start(a) != 0) {
             a->ended = 1;
             job->agents_left--;
             job->preflight_failed = 1;

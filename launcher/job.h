@@ -11,6 +11,7 @@
 #include "common/plan.h"
 #include "common/secret.h"
 #include "common/strvec.h"
+#include "link.h"
 #include "output.h"
 #include "rdv.h"
 #include "stdin_reader.h"
@@ -25,38 +26,7 @@ enum hr_exit {
     HR_EXIT_PREFLIGHT = 255 /* a host could not be reached or set up */
 };
 
-struct hr_job;
-struct hr_ssh;
 struct hr_gloo_store;
-
-struct hr_agent {
-    struct hr_job *job;
-    int host;         /* index in the host list */
-    const char *name; /* as the user wrote it */
-    uint32_t nranks;  /* ranks placed on this host */
-    /* Local link. */
-    uv_process_t proc;
-    uv_pipe_t to;   /* frames to the agent (its stdin) */
-    uv_pipe_t from; /* frames from the agent (its stdout) */
-    int handles_open;
-    /* The command that starts the agent: srun for a Slurm host; empty for
-     * the hvd-agent next to horovodrun. */
-    struct hvd_strvec argv;
-    /* Remote link; NULL for this host. */
-    struct hr_ssh *ssh;
-    const char *stage; /* what pre-flight is doing, for timeouts */
-    char failure[512]; /* why pre-flight failed on this host */
-
-    struct hvd_frame_reader reader;
-    int hello;      /* HELLO received */
-    int running;    /* the agent (or its session) is alive */
-    int reading;    /* its output is not at EOF yet */
-    int ended;      /* hr_job_agent_ended ran */
-    int64_t status; /* exit status of the agent */
-    int term_signal;
-    int free_port; /* a free TCP port on its host, from HELLO */
-    int gpus;
-};
 
 struct hr_rank_state {
     int done;

@@ -5,9 +5,7 @@
 #include <string.h>
 
 #include "common/log.h"
-#include "job.h"
 #include "link.h"
-#include "link_local.h"
 
 struct send_req {
     uv_write_t req;
@@ -21,13 +19,13 @@ static void on_sent(uv_write_t *req, int status)
     struct send_req *sr = (struct send_req *)req;
     (void)status; /* a dead agent is noticed by its exit */
     if (sr->notify)
-        hr_job_agent_sent(sr->agent);
+        sr->agent->cb->sent(sr->agent);
     free(sr->frame);
     free(sr);
 }
 
-void hr_local_link_send(struct hr_agent *a, uint8_t *frame, size_t len,
-                        int notify)
+static void pipes_send(struct hr_agent *a, uint8_t *frame, size_t len,
+                       int notify)
 {
     struct send_req *sr = malloc(sizeof(*sr));
     if (sr == NULL || !a->running) {
@@ -55,7 +53,7 @@ static void alloc_cb(uv_handle_t *h, size_t hint, uv_buf_t *buf)
 static void maybe_ended(struct hr_agent *a)
 {
     if (!a->running && !a->reading)
-        hr_job_agent_ended(a);
+        a->cb->ended(a);
 }
 
 static void on_data(uv_stream_t *s, ssize_t n, const uv_buf_t *buf)
@@ -67,12 +65,12 @@ static void on_data(uv_stream_t *s, ssize_t n, const uv_buf_t *buf)
         maybe_ended(a);
         return;
     }
-    hr_job_agent_bytes(a, buf->base, (size_t)n);
+    a->cb->bytes(a, buf->base, (size_t)n);
 }
 
 /* The agent's pipe fills while we do not read it, and the agent stops
  * reading its ranks in turn. */
-void hr_local_link_pause(struct hr_agent *a, int pause)
+static void pipes_pause(struct hr_agent *a, int pause)
 {
     if (!a->reading || !a->handles_open)
         return;
@@ -104,9 +102,12 @@ int hr_link_sibling_path(const char *name, char *out, size_t len)
     return 0;
 }
 
-int hr_local_link_start(struct hr_agent *a, char *const *argv)
+/* Starts a->argv (argv[0] a path), or without one the hvd-agent next to
+ * horovodrun, with its stdin and stdout as the link. */
+static int pipes_start(struct hr_agent *a)
 {
-    uv_loop_t *loop = a->job->loop;
+    uv_loop_t *loop = a->loop;
+    char *const *argv = a->argv.n ? a->argv.v : NULL;
     char path[PATH_MAX];
     char *agent_args[] = {"hvd-agent", NULL};
     char **args = argv ? (char **)argv : agent_args;
@@ -159,7 +160,13 @@ static void nothing(uv_handle_t *h)
     (void)h;
 }
 
-void hr_local_link_release(struct hr_agent *a)
+static void pipes_kill(struct hr_agent *a, int sig)
+{
+    if (a->running)
+        uv_process_kill(&a->proc, sig);
+}
+
+static void pipes_release(struct hr_agent *a)
 {
     if (!a->handles_open)
         return;
@@ -168,3 +175,11 @@ void hr_local_link_release(struct hr_agent *a)
     uv_close((uv_handle_t *)&a->to, nothing);
     uv_close((uv_handle_t *)&a->from, nothing);
 }
+
+const struct hr_link_ops hr_link_pipes = {
+    .start = pipes_start,
+    .send = pipes_send,
+    .pause = pipes_pause,
+    .kill = pipes_kill,
+    .release = pipes_release,
+};

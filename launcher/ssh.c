@@ -18,7 +18,6 @@
 #include <uv.h>
 
 #include "common/log.h"
-#include "job.h"
 #include "known_hosts.h"
 #include "link.h"
 
@@ -46,6 +45,7 @@ struct outq {
 
 struct hr_ssh {
     struct hr_agent *a;
+    struct hr_ssh_cfg cfg; /* the strings are the caller's */
     uv_loop_t *loop;
     enum stage st;
     char user[128];
@@ -75,7 +75,7 @@ static int inited;
 
 static void step(struct hr_ssh *s);
 
-struct hr_ssh *hr_ssh_new(struct hr_agent *a)
+struct hr_ssh *hr_ssh_new(struct hr_agent *a, const struct hr_ssh_cfg *cfg)
 {
     struct hr_ssh *s = calloc(1, sizeof(*s));
     if (s == NULL)
@@ -83,6 +83,7 @@ struct hr_ssh *hr_ssh_new(struct hr_agent *a)
     if (!inited && libssh2_init(0) == 0)
         inited = 1;
     s->a = a;
+    s->cfg = *cfg;
     s->fd = -1;
     const char *at = strrchr(a->name, '@');
     if (at) {
@@ -96,7 +97,7 @@ struct hr_ssh *hr_ssh_new(struct hr_agent *a)
                  pw ? pw->pw_name : (u ? u : "root"));
         snprintf(s->host, sizeof(s->host), "%s", a->name);
     }
-    s->port = a->job->opts->ssh_port ? a->job->opts->ssh_port : 22;
+    s->port = cfg->port ? cfg->port : 22;
     return s;
 }
 
@@ -175,7 +176,7 @@ int hr_ssh_local_addr(struct hr_ssh *s, char *out, size_t len)
 static void on_deferred_end(uv_timer_t *t)
 {
     struct hr_ssh *s = t->data;
-    hr_job_agent_ended(s->a);
+    s->a->cb->ended(s->a);
 }
 
 /* The session is over (failed, killed or finished): report it once, from
@@ -335,7 +336,7 @@ static void connected(struct hr_ssh *s)
 static void list_keys(struct hr_ssh *s)
 {
     static const char *names[] = {"id_ed25519", "id_ecdsa", "id_rsa"};
-    const char *i = s->a->job->opts->identity_file;
+    const char *i = s->cfg.identity_file;
     if (i)
         snprintf(s->keys[s->nkeys++], PATH_MAX, "%s", i);
     for (int k = 0; k < 3; k++) {
@@ -497,7 +498,7 @@ static int step_channel(struct hr_ssh *s)
         s->st = ST_EXEC;
     }
     char path[PATH_MAX], quoted[2 * PATH_MAX], cmd[2 * PATH_MAX + 16];
-    const char *ap = s->a->job->opts->agent_path;
+    const char *ap = s->cfg.agent_path;
     if (ap == NULL &&
         hr_link_sibling_path("hvd-agent", path, sizeof(path)) == 0)
         ap = path;
@@ -557,8 +558,8 @@ static void ended(struct hr_ssh *s)
                  "there or "
                  "pass --agent-path",
                  a->status == 127 ? "not found" : "not executable",
-                 a->job->opts->agent_path ? a->job->opts->agent_path
-                                          : "the same path as here",
+                 s->cfg.agent_path ? s->cfg.agent_path
+                                   : "the same path as here",
                  s->errline[0] ? s->errline : "no message");
     teardown(s);
     finish(s);
@@ -577,7 +578,7 @@ static void step_run(struct hr_ssh *s)
      * hearing PING. */
     while (s->st == ST_RUN && !s->paused &&
            (n = libssh2_channel_read(s->channel, buf, sizeof(buf))) > 0)
-        hr_job_agent_bytes(s->a, buf, (size_t)n);
+        s->a->cb->bytes(s->a, buf, (size_t)n);
     if (s->st != ST_RUN)
         return;
     if (n < 0 && n != LIBSSH2_ERROR_EAGAIN) {
@@ -609,7 +610,7 @@ static void step_run(struct hr_ssh *s)
         free(q->data);
         free(q);
         if (notify)
-            hr_job_agent_sent(s->a);
+            s->a->cb->sent(s->a);
     }
     if (s->paused) {
         /* A readable socket is no news while paused: watch it only in the
@@ -651,8 +652,8 @@ static void step(struct hr_ssh *s)
             int added;
             s->a->stage = "checking the host key";
             if (hr_known_hosts_verify(s->session, s->host, s->port,
-                                      s->a->job->opts->ssh_accept_new, &added,
-                                      msg, sizeof(msg)) != 0) {
+                                      s->cfg.accept_new, &added, msg,
+                                      sizeof(msg)) != 0) {
                 fail(s, "%s", msg);
                 return;
             }
@@ -692,13 +693,13 @@ wait:
         wait_io(s, 0);
 }
 
-int hr_ssh_link_start(struct hr_agent *a)
+static int ssh_start(struct hr_agent *a)
 {
     struct hr_ssh *s = a->ssh;
     struct addrinfo hints = {.ai_socktype = SOCK_STREAM};
     char port[16];
 
-    s->loop = a->job->loop;
+    s->loop = a->loop;
     uv_timer_init(s->loop, &s->defer);
     s->defer.data = s;
     s->defer_open = 1;
@@ -716,8 +717,7 @@ int hr_ssh_link_start(struct hr_agent *a)
     return 0;
 }
 
-void hr_ssh_link_send(struct hr_agent *a, uint8_t *frame, size_t len,
-                      int notify)
+static void ssh_send(struct hr_agent *a, uint8_t *frame, size_t len, int notify)
 {
     struct hr_ssh *s = a->ssh;
     struct outq *q = malloc(sizeof(*q));
@@ -735,7 +735,7 @@ void hr_ssh_link_send(struct hr_agent *a, uint8_t *frame, size_t len,
     step(s);
 }
 
-void hr_ssh_link_pause(struct hr_agent *a, int pause)
+static void ssh_pause(struct hr_agent *a, int pause)
 {
     struct hr_ssh *s = a->ssh;
     if (s->paused == pause)
@@ -747,9 +747,10 @@ void hr_ssh_link_pause(struct hr_agent *a, int pause)
         step(s);
 }
 
-void hr_ssh_link_kill(struct hr_agent *a)
+static void ssh_kill(struct hr_agent *a, int sig)
 {
     struct hr_ssh *s = a->ssh;
+    (void)sig; /* the agent hears its stdin close, whatever sig is */
     if (s->st == ST_DONE || s->st == ST_IDLE)
         return;
     /* Closing the connection makes sshd close the agent's stdin, and the
@@ -758,7 +759,7 @@ void hr_ssh_link_kill(struct hr_agent *a)
     finish(s);
 }
 
-void hr_ssh_link_release(struct hr_agent *a)
+static void ssh_release(struct hr_agent *a)
 {
     struct hr_ssh *s = a->ssh;
     teardown(s);
@@ -767,3 +768,11 @@ void hr_ssh_link_release(struct hr_agent *a)
         s->defer_open = 0;
     }
 }
+
+const struct hr_link_ops hr_link_ssh = {
+    .start = ssh_start,
+    .send = ssh_send,
+    .pause = ssh_pause,
+    .kill = ssh_kill,
+    .release = ssh_release,
+};

@@ -9,18 +9,19 @@
 struct hr_agent;
 struct hr_ssh;
 
-/* State for the agent's host; NULL when out of memory. */
-struct hr_ssh *hr_ssh_new(struct hr_agent *a);
+/* What the SSH link needs from the command line. */
+struct hr_ssh_cfg {
+    int port;                  /* 0: 22 */
+    const char *identity_file; /* tried after ssh-agent, or NULL */
+    const char *agent_path;    /* hvd-agent there; NULL: the path here */
+    int accept_new;            /* add unknown host keys to known_hosts */
+};
+
+/* State for the agent's host (its link is hr_link_ssh, in link.h); NULL
+ * when out of memory. The strings of cfg must outlive it. */
+struct hr_ssh *hr_ssh_new(struct hr_agent *a, const struct hr_ssh_cfg *cfg);
 void hr_ssh_free(struct hr_ssh *s);
 /* This machine's address on the connection to the host. */
 int hr_ssh_local_addr(struct hr_ssh *s, char *out, size_t len);
-
-/* The link operations (see link.h). */
-int hr_ssh_link_start(struct hr_agent *a);
-void hr_ssh_link_send(struct hr_agent *a, uint8_t *frame, size_t len,
-                      int notify);
-void hr_ssh_link_pause(struct hr_agent *a, int pause);
-void hr_ssh_link_kill(struct hr_agent *a);
-void hr_ssh_link_release(struct hr_agent *a);
 
 #endif
