@@ -31,6 +31,8 @@ from hvdtest import py, sh  # noqa: E402
 ERR = hvdtest.ERR_PREFIX
 WARN = hvdtest.WARN_PREFIX
 ENVDEMO = os.environ.get("HVD_ENVDEMO", hvdtest.ENVDEMO)
+LINKCHECK = os.environ.get(
+    "HVD_LINKCHECK", os.path.join(hvdtest.BUILD, "tests", "ssh", "linkcheck"))
 COLLCHECK = os.environ.get(
     "HVD_COLLCHECK", os.path.join(hvdtest.BUILD, "tests", "runtime",
                                   "collcheck"))
@@ -702,6 +704,33 @@ class FailureTest(SshTestCase):
             self.assertIn("[%d,%d]<stdout>:rank %d got SIGINT" % (r, r % 2, r),
                           job.text_lines(), job.describe())
         self.assertNoneLeft(timeout=5, what="ranks")
+
+
+class LinkTest(SshTestCase):
+    """The SSH link on its own (linkcheck.c), without the job controller:
+    it reaches the host's hvd-agent, gets its first frame, and closing the
+    link leaves nothing under the host's sshd."""
+
+    def linkcheck(self, host):
+        import subprocess
+        p = subprocess.run([LINKCHECK, host, self.port, hvdtest.HVD_AGENT],
+                           capture_output=True, text=True, timeout=60,
+                           env=self.env(), stdin=subprocess.DEVNULL)
+        return p.returncode, p.stdout + p.stderr
+
+    def test_link_reaches_the_agent_and_closes(self):
+        rc, out = self.linkcheck(H1)
+        self.assertEqual(rc, 0, out)
+        m = re.search(r"bytes (\d+) ended 1 failure ''", out)
+        self.assertTrue(m and int(m.group(1)) > 0, out)
+        left = hvdtest.wait_until(lambda: not self.c.commands(H1), 10)
+        self.assertTrue(left, "left under %s's sshd: %s" %
+                        (H1, self.c.commands(H1)))
+
+    def test_link_to_a_host_without_sshd_fails_with_a_reason(self):
+        rc, out = self.linkcheck(self.c.spare_address())
+        self.assertEqual(rc, 1, out)
+        self.assertRegex(out, r"ended 1 failure '.*(refused|connect)", out)
 
 
 def main():
