@@ -28,10 +28,6 @@ extern char **environ;
 
 /* How long agents get, beyond the kill grace, to report a stopped job. */
 #define STOP_SLACK_MS 5000
-/* A rank that exits with an error code is often only the echo of another
- * rank's death or a lost host (its collectives failed): a death by a
- * signal, or a lost host, reported this soon after it is named instead. */
-#define CAUSE_WINDOW_MS 1000
 
 static void on_stdin(struct hr_stdin *in, const char *buf, size_t n);
 static void stop_all(struct hr_job *job, int now);
@@ -53,35 +49,16 @@ static void send_simple(struct hr_agent *a, uint8_t type, uint32_t value,
         a->link->send(a, f, len, 0);
 }
 
-const char *hr_sig_name(int sig)
-{
-    static char buf[16];
-    const char *abbrev = sigabbrev_np(sig);
-    snprintf(buf, sizeof(buf), "SIG%s", abbrev ? abbrev : "?");
-    return buf;
-}
-
 static const char *host_name(const struct hr_job *job, int h)
 {
     return job->hosts->hosts[h].name;
 }
 
-int hr_is_the_cause(const struct hr_rank_state *ranks, int failed_rank,
-                    uint64_t failed_at, int interrupt_sig, uint64_t now,
-                    double kill_grace)
-{
-    if (failed_rank < 0 || interrupt_sig ||
-        ranks[failed_rank].kind != HVD_EXIT_CODE)
-        return 0;
-    uint64_t since = now - failed_at;
-    return since < CAUSE_WINDOW_MS && since < (uint64_t)(kill_grace * 1000);
-}
-
 static int is_the_cause(const struct hr_job *job)
 {
-    return hr_is_the_cause(job->ranks, job->failed_rank, job->failed_at,
-                           job->interrupt_sig, uv_now(job->loop),
-                           job->opts->kill_grace);
+    return hr_summary_is_cause(job->ranks, job->failed_rank, job->failed_at,
+                               job->interrupt_sig, uv_now(job->loop),
+                               job->opts->kill_grace);
 }
 
 /* Records an agent-level failure (the first one wins) and ends the job. */
@@ -475,7 +452,8 @@ static void agent_lost(struct hr_job *job, struct hr_agent *a)
         fail_job(job,
                  "host %s: hvd-agent was killed by signal %d (%s) with %d "
                  "ranks still running",
-                 a->name, a->term_signal, hr_sig_name(a->term_signal), lost);
+                 a->name, a->term_signal, hr_summary_signame(a->term_signal),
+                 lost);
     else
         fail_job(job,
                  "host %s: hvd-agent exited with status %lld with %d ranks "
@@ -544,7 +522,7 @@ static void on_signal(uv_signal_t *h, int sig)
     job->interrupt_sig = sig;
     hvd_log_warn("received %s; forwarding it to all ranks (again to "
                  "kill them at once)",
-                 hr_sig_name(sig));
+                 hr_summary_signame(sig));
     for (int i = 0; i < job->nagents; i++) {
         struct hr_agent *a = &job->agents[i];
         if (a->running && a->hello && job->started)
@@ -569,27 +547,6 @@ static void on_start_timeout(uv_timer_t *t)
     stop_all(job, 1);
 }
 
-int hr_job_report_rank(const char *why, int r, const char *host, int local_rank,
-                       uint8_t kind, int32_t code, const char *cmd)
-{
-    switch (kind) {
-    case HVD_EXIT_SPAWN:
-        hvd_log_error("%srank %d on %s: cannot execute '%s': %s", why, r, host,
-                      cmd, strerror(code));
-        return code == ENOENT ? HR_EXIT_NOTFOUND : HR_EXIT_NOEXEC;
-    case HVD_EXIT_SIGNAL:
-        hvd_log_error("%srank %d (host %s, local_rank %d) was killed by "
-                      "signal %d (%s); the job was stopped",
-                      why, r, host, local_rank, code, hr_sig_name(code));
-        return 128 + (code & 127);
-    default:
-        hvd_log_error("%srank %d (host %s, local_rank %d) exited with code %d;"
-                      " the job was stopped",
-                      why, r, host, local_rank, code);
-        return code & 255;
-    }
-}
-
 static int summarize(struct hr_job *job)
 {
     if (job->preflight_failed && !job->started) {
@@ -607,7 +564,7 @@ static int summarize(struct hr_job *job)
     char intr[64] = "";
     if (job->interrupt_sig) {
         snprintf(intr, sizeof(intr),
-                 "interrupted by %s: ", hr_sig_name(job->interrupt_sig));
+                 "interrupted by %s: ", hr_summary_signame(job->interrupt_sig));
         why = intr;
     }
     if (job->failed_rank < 0) {
@@ -620,8 +577,8 @@ static int summarize(struct hr_job *job)
     int r = job->failed_rank;
     const struct hr_rank_state *rs = &job->ranks[r];
     const struct hvd_slot *s = &job->plan->ranks[r];
-    return hr_job_report_rank(why, r, host_name(job, s->host), s->local_rank,
-                              rs->kind, rs->code, job->opts->cmd[0]);
+    return hr_summary_rank(why, r, host_name(job, s->host), s->local_rank,
+                           rs->kind, rs->code, job->opts->cmd[0]);
 }
 
 /* The address ranks reach the rendezvous server at: the user's choice

@@ -15,24 +15,9 @@
 #include "output.h"
 #include "rdv.h"
 #include "stdin_reader.h"
-
-/* horovodrun's own exit codes; a failed rank's code is passed through. */
-enum hr_exit {
-    HR_EXIT_OK = 0,
-    HR_EXIT_INTERNAL = 1,   /* horovodrun or an agent failed */
-    HR_EXIT_USAGE = 2,      /* bad command line or host list */
-    HR_EXIT_NOEXEC = 126,   /* the command is not executable */
-    HR_EXIT_NOTFOUND = 127, /* the command was not found */
-    HR_EXIT_PREFLIGHT = 255 /* a host could not be reached or set up */
-};
+#include "summary.h"
 
 struct hr_gloo_store;
-
-struct hr_rank_state {
-    int done;
-    uint8_t kind;
-    int32_t code;
-};
 
 struct hr_job {
     uv_loop_t *loop;
@@ -72,28 +57,6 @@ struct hr_job {
     int stdin_agent; /* agent that hosts rank 0, or -1 */
     struct hr_stdin in;
 };
-
-/* "SIGKILL" for 9; "SIG?" for numbers without a name. */
-const char *hr_sig_name(int sig);
-
-/*
- * Whether a failure reported at now (uv_now, ms) should be named instead
- * of the rank failure recorded first (failed_rank, at failed_at): that one
- * exited with a code (the echo), this one came soon after, before any
- * signal of ours could have caused it (the stop's SIGTERM is excluded by
- * the caller; its SIGKILL comes only after kill_grace seconds).
- */
-int hr_is_the_cause(const struct hr_rank_state *ranks, int failed_rank,
-                    uint64_t failed_at, int interrupt_sig, uint64_t now,
-                    double kill_grace);
-
-/*
- * Prints the summary line for failed rank r (why is "" or "interrupted by
- * SIGINT: ") and returns horovodrun's exit code for it; cmd is the
- * command, named when it could not be executed.
- */
-int hr_job_report_rank(const char *why, int r, const char *host, int local_rank,
-                       uint8_t kind, int32_t code, const char *cmd);
 
 /* Runs the job to completion; returns horovodrun's exit code. */
 int hr_job_run(const struct hr_opts *o, const struct hvd_hostlist *hosts,

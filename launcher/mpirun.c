@@ -103,9 +103,9 @@ static void rank_done(struct mpijob *job, int rank, int kind, int32_t code)
     /* A rank killed by a signal soon after a rank exited with an error
      * code is named instead (the exit is usually its echo): job.c's rule. */
     int cause = kind == HVD_EXIT_SIGNAL && code != SIGTERM &&
-                hr_is_the_cause(job->ranks, job->failed_rank, job->failed_at,
-                                job->interrupt_sig, uv_now(job->loop),
-                                job->opts->kill_grace);
+                hr_summary_is_cause(job->ranks, job->failed_rank,
+                                    job->failed_at, job->interrupt_sig,
+                                    uv_now(job->loop), job->opts->kill_grace);
     if (!stopped && (job->failed_rank < 0 || cause)) {
         job->failed_rank = rank;
         job->failed_at = uv_now(job->loop);
@@ -334,7 +334,7 @@ static void on_signal(uv_signal_t *h, int sig)
     job->interrupt_sig = sig;
     hvd_log_warn("received %s; forwarding it to mpirun, which stops every "
                  "rank (again to kill them at once)",
-                 hr_sig_name(sig));
+                 hr_summary_signame(sig));
     uv_process_kill(&job->proc, sig);
     uint64_t ms =
         2 * 1000 * (uint64_t)hr_mpicmd_stop_step(job->opts) + STOP_SLACK_MS;
@@ -357,15 +357,15 @@ static int summarize(struct mpijob *job)
     char why[64] = "";
     if (job->interrupt_sig)
         snprintf(why, sizeof(why),
-                 "interrupted by %s: ", hr_sig_name(job->interrupt_sig));
+                 "interrupted by %s: ", hr_summary_signame(job->interrupt_sig));
     if (job->failed_rank >= 0) {
         int r = job->failed_rank;
         const struct hr_rank_state *rs = &job->ranks[r];
         const char *host =
             job->host[r] ? job->host[r]
                          : job->hosts->hosts[job->plan->ranks[r].host].name;
-        return hr_job_report_rank(why, r, host, job->local_rank[r], rs->kind,
-                                  rs->code, job->opts->cmd[0]);
+        return hr_summary_rank(why, r, host, job->local_rank[r], rs->kind,
+                               rs->code, job->opts->cmd[0]);
     }
     if (job->interrupt_sig) {
         hvd_log_error("%severy rank was stopped", why);
@@ -376,7 +376,7 @@ static int summarize(struct mpijob *job)
     char how[64];
     if (job->term_signal)
         snprintf(how, sizeof(how), "was killed by signal %d (%s)",
-                 job->term_signal, hr_sig_name(job->term_signal));
+                 job->term_signal, hr_summary_signame(job->term_signal));
     else
         snprintf(how, sizeof(how), "exited with status %lld",
                  (long long)job->status);
