@@ -48,14 +48,14 @@ sources() {
         ;;
     hostspec) echo common/hostspec.c common/errmsg.c ;;
     linesplit) echo common/linesplit.c ;;
-    mpiwire) echo launcher/mpiwire.c ;;
+    mpiwire) echo launcher/lib/mpiwire.c ;;
     shellsplit)
-        echo launcher/mpicmd.c common/strvec.c common/plan.c \
+        echo launcher/horovodrun/mpicmd.c common/strvec.c common/plan.c \
             common/hostspec.c common/errmsg.c
         ;;
     gen_corpus)
         echo common/proto.c common/rdvproto.c common/auth.c common/wire.c \
-            common/frame.c common/strvec.c launcher/mpiwire.c
+            common/frame.c common/strvec.c launcher/lib/mpiwire.c
         ;;
     *)
         echo "fuzz.sh: unknown target '$1'" >&2

@@ -2,7 +2,7 @@
 """Checks that every option of horovodrun's table appears in horovodrun.1.
 
 The option list comes from `horovodrun --help`, which is generated from
-the option table in launcher/cli_options.c, so an option added to the
+the option table in launcher/horovodrun/cli_options.c, so an option added to the
 table without a man page entry fails here. Every spelling counts: the long name (--hosts),
 the short form (-H) and the alias (-np).
 

@@ -7,13 +7,13 @@
 #include "check.h"
 #include "common/hvd_err.h"
 #include "common/proto.h"
-#include "launcher/mpiwire.h"
+#include "launcher/lib/mpiwire.h"
 
 /*
  * Input layout: bytes 0-1 seed the chunk sizes, the rest is what mpirun
  * wrote. The stream is split by the tagger twice, in random chunks and at
- * once, and joined into lines per rank as launcher/mpirun.c joins them;
- * every line is then read as a record.
+ * once, and joined into lines per rank as launcher/horovodrun/mpirun.c joins
+ * them; every line is then read as a record.
  */
 #define PARAMS 2
 

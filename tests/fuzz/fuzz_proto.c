@@ -15,9 +15,9 @@
  * payload of one frame of that type.
  *
  * The JOB decoder is common/proto.c's. The other messages are decoded where
- * they are received (launcher/job.c, launcher/agent.c) with the wire.h
- * reader; this target decodes them the same way, as proto.h lays them out,
- * so the reader is fed every shape of payload.
+ * they are received (launcher/horovodrun/job.c, launcher/agent/agent.c) with
+ * the wire.h reader; this target decodes them the same way, as proto.h lays
+ * them out, so the reader is fed every shape of payload.
  */
 
 /* A frame's payload must be what the writer in w produces for type. */
@@ -88,7 +88,7 @@ static void fuzz_job(const uint8_t *p, size_t len)
     hvd_jobspec_close(&js);
 }
 
-/* HELLO (hvd_hello_decode, as launcher/job.c reads it): u32 version,
+/* HELLO (hvd_hello_decode, as launcher/horovodrun/job.c reads it): u32 version,
  * str host, i32 gpus, i32 port. */
 static void fuzz_hello(const uint8_t *p, size_t len)
 {
@@ -120,7 +120,8 @@ static void fuzz_hello(const uint8_t *p, size_t len)
     hvd_hello_close(&h);
 }
 
-/* SIGNAL and PING carry one u32; STOP carries one u8 (launcher/agent.c). */
+/* SIGNAL and PING carry one u32; STOP carries one u8 (launcher/agent/agent.c).
+ */
 static void fuzz_word(uint8_t type, const uint8_t *p, size_t len)
 {
     struct hvd_rbuf r;
@@ -145,7 +146,8 @@ static void fuzz_word(uint8_t type, const uint8_t *p, size_t len)
     }
 }
 
-/* LINE, as launcher/job.c reads it: u32 rank, u8 stream, u8 term, text. */
+/* LINE, as launcher/horovodrun/job.c reads it: u32 rank, u8 stream, u8 term,
+ * text. */
 static void fuzz_line(const uint8_t *p, size_t len)
 {
     struct hvd_rbuf r;
@@ -172,7 +174,7 @@ static void fuzz_line(const uint8_t *p, size_t len)
     check_same(&w, HVD_MSG_LINE, p, len);
 }
 
-/* EXIT, as launcher/job.c reads it: u32 rank, u8 kind, i32 code. */
+/* EXIT, as launcher/horovodrun/job.c reads it: u32 rank, u8 kind, i32 code. */
 static void fuzz_exit(const uint8_t *p, size_t len)
 {
     struct hvd_rbuf r;

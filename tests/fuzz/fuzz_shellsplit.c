@@ -6,7 +6,7 @@
 
 #include "check.h"
 #include "common/hvd_err.h"
-#include "launcher/mpicmd.h"
+#include "launcher/horovodrun/mpicmd.h"
 
 /*
  * Input layout: byte 0 picks the mode, the rest is the text. Mode even:

@@ -13,7 +13,7 @@
 #include "common/rdvproto.h"
 #include "common/secret.h"
 #include "common/wire.h"
-#include "launcher/mpiwire.h"
+#include "launcher/lib/mpiwire.h"
 
 static const uint8_t secret[HVD_SECRET_LEN] = FUZZ_SECRET;
 static const uint8_t nonce[HVD_NONCE_LEN] = FUZZ_NONCE;

@@ -26,7 +26,7 @@ REFUSED_RE = re.compile(r"^" + re.escape(WARN) + r"refused a connection from "
                         r"127\.0\.0\.1:(\d+): (\S.*)$")
 DONE_RE = re.compile(r"collcheck: rank (\d+) of (\d+): (\d+) checks, "
                      r"(\d+) failures")
-# Must match REGISTER_TIMEOUT_MS in launcher/rdv.c.
+# Must match REGISTER_TIMEOUT_MS in launcher/horovodrun/rdv.c.
 REGISTER_TIMEOUT = 5.0
 
 

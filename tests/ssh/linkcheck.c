@@ -1,4 +1,4 @@
-/* The SSH link (launcher/ssh.c) without the job controller: reaches a
+/* The SSH link (launcher/link/ssh.c) without the job controller: reaches a
  * host's hvd-agent, reads its first bytes, kills the link, reports. */
 #include <signal.h>
 #include <stdio.h>

@@ -1,4 +1,4 @@
-/* Unit tests for horovodrun's option table and parser (launcher/cli.c). */
+/* Unit tests for the option table and parser (horovodrun/cli.c). */
 #include <criterion/criterion.h>
 #include <stdlib.h>
 #include <string.h>

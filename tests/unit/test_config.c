@@ -1,4 +1,4 @@
-/* Unit tests for horovodrun --config-file (launcher/config.c). */
+/* Unit tests for horovodrun --config-file (launcher/horovodrun/config.c). */
 #include <criterion/criterion.h>
 #include <stdio.h>
 #include <stdlib.h>

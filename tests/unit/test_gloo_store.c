@@ -1,4 +1,4 @@
-/* Unit tests for launcher/gloo_store.c: Horovod's HTTP store over loopback. */
+/* Unit tests for Horovod's HTTP store (horovodrun/gloo_store.c). */
 #include <criterion/criterion.h>
 
 #include <arpa/inet.h>

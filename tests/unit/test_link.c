@@ -1,4 +1,4 @@
-/* Unit tests for the pipes link (launcher/link_local.c), without the job
+/* Unit tests for the pipes link (launcher/link/link_local.c), without the job
  * controller: an agent program started over pipes, frames both ways. */
 #include <criterion/criterion.h>
 #include <signal.h>

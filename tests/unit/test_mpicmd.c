@@ -1,4 +1,4 @@
-/* Unit tests for mpirun's command line (launcher/mpicmd.c). */
+/* Unit tests for mpirun's command line (launcher/horovodrun/mpicmd.c). */
 #include <criterion/criterion.h>
 #include <stdio.h>
 #include <stdlib.h>

@@ -190,7 +190,7 @@ Test(mpiwire, not_records)
 /* ---- tags --------------------------------------------------------------- */
 
 /* What the tagger passed on: every piece, and the lines they make when
- * joined per rank as launcher/mpirun.c joins them. */
+ * joined per rank as launcher/horovodrun/mpirun.c joins them. */
 struct seen {
     char log[65536]; /* "rank:line\n" per finished line, "rank:tail|" */
     size_t loglen;

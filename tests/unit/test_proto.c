@@ -146,7 +146,8 @@ Test(proto, trailing_garbage_is_rejected)
     free(g);
 }
 
-/* A HELLO payload as launcher/agent.c writes it, in *len bytes (free()). */
+/* A HELLO payload as launcher/agent/agent.c writes it, in *len bytes (free()).
+ */
 static uint8_t *hello(uint32_t version, const char *host, size_t hostlen,
                       int32_t gpus, int32_t port, size_t *len)
 {
