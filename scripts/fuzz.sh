@@ -42,20 +42,20 @@ fi
 sources() {
     case "$1" in
     frame) echo common/frame.c common/wire.c ;;
-    proto) echo common/proto.c common/wire.c common/frame.c common/strvec.c ;;
+    proto) echo launcher/lib/proto.c common/wire.c common/frame.c launcher/lib/strvec.c ;;
     rdvproto)
         echo common/rdvproto.c common/auth.c common/wire.c common/frame.c
         ;;
-    hostspec) echo common/hostspec.c common/errmsg.c ;;
-    linesplit) echo common/linesplit.c ;;
+    hostspec) echo launcher/lib/hostspec.c launcher/lib/errmsg.c ;;
+    linesplit) echo launcher/lib/linesplit.c ;;
     mpiwire) echo launcher/lib/mpiwire.c ;;
     shellsplit)
-        echo launcher/horovodrun/mpicmd.c common/strvec.c common/plan.c \
-            common/hostspec.c common/errmsg.c
+        echo launcher/horovodrun/mpicmd.c launcher/lib/strvec.c launcher/lib/plan.c \
+            launcher/lib/hostspec.c launcher/lib/errmsg.c
         ;;
     gen_corpus)
-        echo common/proto.c common/rdvproto.c common/auth.c common/wire.c \
-            common/frame.c common/strvec.c launcher/lib/mpiwire.c
+        echo launcher/lib/proto.c common/rdvproto.c common/auth.c common/wire.c \
+            common/frame.c launcher/lib/strvec.c launcher/lib/mpiwire.c
         ;;
     *)
         echo "fuzz.sh: unknown target '$1'" >&2
@@ -71,7 +71,7 @@ max_len() {
 }
 
 cflags="-std=c11 -D_GNU_SOURCE -g -O1 -fno-omit-frame-pointer -Wall -Wextra
--Werror -I. -Icommon"
+-Werror -I. -Icommon -Ilauncher/lib"
 san="-fsanitize=address,undefined -fno-sanitize-recover=undefined"
 
 mkdir -p "$build"

@@ -10,10 +10,10 @@
 #include <termios.h>
 #include <unistd.h>
 
-#include "common/env.h"
+#include "env.h"
 #include "common/envc.h"
 #include "common/hvd_err.h"
-#include "common/log.h"
+#include "log.h"
 #include "common/wire.h"
 #include "hvd_version.h"
 #include "loop.h"

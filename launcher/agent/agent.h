@@ -8,8 +8,8 @@
 #include <uv.h>
 
 #include "common/frame.h"
-#include "common/linesplit.h"
-#include "common/proto.h"
+#include "linesplit.h"
+#include "proto.h"
 
 /* Longest line sent whole; longer lines arrive in pieces of this size. */
 #define AGENT_LINE_MAX (8u * 1024 * 1024)

@@ -9,7 +9,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "common/env.h"
+#include "env.h"
 #include "common/envc.h"
 #include "common/hvd_err.h"
 #include "common/wire.h"

@@ -5,7 +5,7 @@
 #include <stddef.h>
 #include <stdio.h>
 
-#include "common/strvec.h"
+#include "strvec.h"
 
 /* How agents on other hosts are started (--launcher). */
 enum hr_launcher {

@@ -12,7 +12,7 @@
 #include <string.h>
 #include <sys/socket.h>
 
-#include "common/errmsg.h"
+#include "errmsg.h"
 #include "common/hvd_err.h"
 
 /*

@@ -17,9 +17,9 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include "common/errmsg.h"
+#include "errmsg.h"
 #include "common/hvd_err.h"
-#include "common/log.h"
+#include "log.h"
 #include "common/secret.h"
 
 /* Refusals logged one by one; the rest are counted, and told at close. */

@@ -5,8 +5,8 @@
 #include <stddef.h>
 #include <sys/socket.h>
 
-#include "common/hostspec.h"
-#include "common/plan.h"
+#include "hostspec.h"
+#include "plan.h"
 
 /*
  * Ranks that link real Horovod (built with Gloo) meet through this store:

@@ -10,11 +10,11 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "common/env.h"
+#include "env.h"
 #include "common/envc.h"
 #include "common/hvd_err.h"
-#include "common/log.h"
-#include "common/proto.h"
+#include "log.h"
+#include "proto.h"
 #include "common/wire.h"
 #include "gloo_store.h"
 #include "link.h"

@@ -7,10 +7,10 @@
 
 #include "cli.h"
 #include "common/frame.h"
-#include "common/hostspec.h"
-#include "common/plan.h"
+#include "hostspec.h"
+#include "plan.h"
 #include "common/secret.h"
-#include "common/strvec.h"
+#include "strvec.h"
 #include "link.h"
 #include "output.h"
 #include "rdv.h"

@@ -5,10 +5,10 @@
 #include <string.h>
 
 #include "cli.h"
-#include "common/hostspec.h"
+#include "hostspec.h"
 #include "common/hvd_err.h"
-#include "common/log.h"
-#include "common/plan.h"
+#include "log.h"
+#include "plan.h"
 #include "job.h"
 #include "mpirun.h"
 #include "srun.h"

@@ -6,9 +6,9 @@
 #include <stddef.h>
 
 #include "cli.h"
-#include "common/hostspec.h"
-#include "common/plan.h"
-#include "common/strvec.h"
+#include "hostspec.h"
+#include "plan.h"
+#include "strvec.h"
 
 /*
  * Splits s into words as a POSIX shell splits a command line: blanks

@@ -3,8 +3,8 @@
 #define HR_MPIRUN_H
 
 #include "cli.h"
-#include "common/hostspec.h"
-#include "common/plan.h"
+#include "hostspec.h"
+#include "plan.h"
 
 /*
  * Runs the job with mpirun: every rank inside hvd-mpi-rank, whose records

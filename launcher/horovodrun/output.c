@@ -12,8 +12,8 @@
 #include <unistd.h>
 
 #include "common/hvd_err.h"
-#include "common/linesplit.h"
-#include "common/proto.h"
+#include "linesplit.h"
+#include "proto.h"
 
 /* Lines are packed into chunks of this size; a longer line gets a chunk of
  * its own. */

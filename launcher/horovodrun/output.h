@@ -8,7 +8,7 @@
 #include <time.h>
 #include <uv.h>
 
-#include "common/plan.h"
+#include "plan.h"
 
 /*
  * Terminal output is queued and written by libuv's thread pool with plain

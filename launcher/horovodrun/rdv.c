@@ -8,7 +8,7 @@
 #include <sys/resource.h>
 
 #include "common/hvd_err.h"
-#include "common/log.h"
+#include "log.h"
 #include "common/wire.h"
 
 /*

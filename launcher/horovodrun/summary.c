@@ -5,8 +5,8 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "common/log.h"
-#include "common/proto.h"
+#include "log.h"
+#include "proto.h"
 
 /* A rank that exits with an error code is often only the echo of another
  * rank's death or a lost host (its collectives failed): a death by a

@@ -7,7 +7,7 @@
 #include <string.h>
 
 #include "common/hvd_err.h"
-#include "common/proto.h"
+#include "proto.h"
 
 enum { S_LINE, S_DATA, S_TAG };
 

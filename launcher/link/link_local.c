@@ -4,7 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "common/log.h"
+#include "log.h"
 #include "link.h"
 
 struct send_req {

@@ -2,9 +2,9 @@
 #include <stdlib.h>
 
 #include "common/envc.h"
-#include "common/errmsg.h"
+#include "errmsg.h"
 #include "common/hvd_err.h"
-#include "common/slurm.h"
+#include "slurm.h"
 #include "srun.h"
 
 const char *hr_slurm_nodelist_var(void)

@@ -4,8 +4,8 @@
 
 #include <stddef.h>
 
-#include "common/hostspec.h"
-#include "common/strvec.h"
+#include "hostspec.h"
+#include "strvec.h"
 
 /* The node list variable of this process's allocation (SLURM_JOB_NODELIST,
  * else the older SLURM_NODELIST), or NULL outside an allocation. */

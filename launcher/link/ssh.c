@@ -17,7 +17,7 @@
 #include <unistd.h>
 #include <uv.h>
 
-#include "common/log.h"
+#include "log.h"
 #include "known_hosts.h"
 #include "link.h"
 

@@ -11,12 +11,12 @@
 #include <uv.h>
 
 #include "agent.h"
-#include "common/env.h"
+#include "env.h"
 #include "common/envc.h"
-#include "common/hostspec.h"
-#include "common/linesplit.h"
-#include "common/plan.h"
-#include "common/proto.h"
+#include "hostspec.h"
+#include "linesplit.h"
+#include "plan.h"
+#include "proto.h"
 #include "loop.h"
 #include "mpiwire.h"
 

@@ -1,4 +1,4 @@
-/* Fuzz target: -H host specs and hostfile contents (common/hostspec.h). */
+/* Fuzz target: -H host specs and hostfile contents (lib/hostspec.h). */
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -6,7 +6,7 @@
 #include <string.h>
 
 #include "check.h"
-#include "common/hostspec.h"
+#include "hostspec.h"
 #include "common/hvd_err.h"
 
 /*

@@ -6,7 +6,7 @@
 
 #include "check.h"
 #include "common/hvd_err.h"
-#include "common/proto.h"
+#include "proto.h"
 #include "launcher/lib/mpiwire.h"
 
 /*

@@ -1,4 +1,4 @@
-/* Fuzz target: decoders of the agent channel's messages (common/proto.h). */
+/* Fuzz target: decoders of the agent channel's messages (lib/proto.h). */
 #include <signal.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -7,17 +7,17 @@
 
 #include "check.h"
 #include "common/hvd_err.h"
-#include "common/proto.h"
+#include "proto.h"
 #include "common/wire.h"
 
 /*
  * Input layout: byte 0 is the message type (enum hvd_msg), the rest is the
  * payload of one frame of that type.
  *
- * The JOB decoder is common/proto.c's. The other messages are decoded where
- * they are received (launcher/horovodrun/job.c, launcher/agent/agent.c) with
- * the wire.h reader; this target decodes them the same way, as proto.h lays
- * them out, so the reader is fed every shape of payload.
+ * The JOB decoder is launcher/lib/proto.c's. The other messages are decoded
+ * where they are received (launcher/horovodrun/job.c, launcher/agent/agent.c)
+ * with the wire.h reader; this target decodes them the same way, as proto.h
+ * lays them out, so the reader is fed every shape of payload.
  */
 
 /* A frame's payload must be what the writer in w produces for type. */

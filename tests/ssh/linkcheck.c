@@ -5,7 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "common/log.h"
+#include "log.h"
 #include "link.h"
 #include "ssh.h"
 

@@ -1,9 +1,9 @@
-/* Unit tests for the env contract and GPU choice (common/env.c). */
+/* Unit tests for the env contract and GPU choice (launcher/lib/env.c). */
 #include <criterion/criterion.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "common/env.h"
+#include "env.h"
 #include "common/envc.h"
 
 static const struct hvd_endpoints ep = {

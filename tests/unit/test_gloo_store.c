@@ -15,7 +15,7 @@
 #include <unistd.h>
 
 #include "common/hvd_err.h"
-#include "common/plan.h"
+#include "plan.h"
 #include "gloo_store.h"
 
 static struct hr_gloo_cfg cfg;

@@ -1,4 +1,4 @@
-/* Unit tests for common/hostspec.c: -H specs, hostfiles and host lists. */
+/* Unit tests for -H specs, hostfiles and host lists (lib/hostspec.c). */
 #include <criterion/criterion.h>
 
 #include <errno.h>
@@ -10,7 +10,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "common/hostspec.h"
+#include "hostspec.h"
 #include "common/hvd_err.h"
 
 #define MALFORMED_TAIL "': expected host:slots with slots a positive integer"

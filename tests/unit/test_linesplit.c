@@ -1,11 +1,11 @@
-/* Unit tests for common/linesplit.c: lines from a byte stream. */
+/* Unit tests for launcher/lib/linesplit.c: lines from a byte stream. */
 #include <criterion/criterion.h>
 
 #include <stdlib.h>
 #include <string.h>
 
 #include "common/hvd_err.h"
-#include "common/linesplit.h"
+#include "linesplit.h"
 
 /* Every callback, recorded: the line bytes go into one growing buffer. */
 struct event {

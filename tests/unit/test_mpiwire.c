@@ -6,8 +6,8 @@
 #include <string.h>
 
 #include "common/hvd_err.h"
-#include "common/linesplit.h"
-#include "common/proto.h"
+#include "linesplit.h"
+#include "proto.h"
 #include "mpiwire.h"
 
 /* ---- records ---------------------------------------------------------- */

@@ -1,4 +1,4 @@
-/* Unit tests for common/plan.c: Horovod's rank assignment. */
+/* Unit tests for launcher/lib/plan.c: Horovod's rank assignment. */
 #include <criterion/criterion.h>
 
 #include <stdio.h>
@@ -6,7 +6,7 @@
 #include <string.h>
 
 #include "common/hvd_err.h"
-#include "common/plan.h"
+#include "plan.h"
 
 static struct hvd_hostlist hl;
 static struct hvd_plan plan;

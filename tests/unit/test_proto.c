@@ -1,11 +1,11 @@
-/* Unit tests for the agent channel messages (common/proto.c). */
+/* Unit tests for the agent channel messages (launcher/lib/proto.c). */
 #include <criterion/criterion.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "common/frame.h"
 #include "common/hvd_err.h"
-#include "common/proto.h"
+#include "proto.h"
 #include "common/wire.h"
 
 static void sample(struct hvd_jobspec *js)

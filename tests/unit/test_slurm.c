@@ -1,14 +1,14 @@
-/* Unit tests for common/slurm.c: node lists and tasks per node. */
+/* Unit tests for launcher/lib/slurm.c: node lists and tasks per node. */
 #include <criterion/criterion.h>
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "common/hostspec.h"
+#include "hostspec.h"
 #include "common/hvd_err.h"
-#include "common/slurm.h"
-#include "common/strvec.h"
+#include "slurm.h"
+#include "strvec.h"
 
 static struct hvd_strvec sv;
 static struct hvd_slurm_tasks tasks;

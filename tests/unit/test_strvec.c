@@ -1,11 +1,11 @@
-/* Unit tests for common/strvec.c: owned string vectors and env entries. */
+/* Unit tests for owned string vectors and env entries (lib/strvec.c). */
 #include <criterion/criterion.h>
 
 #include <stdio.h>
 #include <string.h>
 
 #include "common/hvd_err.h"
-#include "common/strvec.h"
+#include "strvec.h"
 
 Test(strvec, init_is_empty)
 {

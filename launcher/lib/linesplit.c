@@ -5,7 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "hvd_err.h"
+#include "common/hvd_err.h"
 
 /* Line limit used when the caller passes 0: longer than any sane log line. */
 #define DEFAULT_MAX 65536

@@ -7,7 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "hvd_err.h"
+#include "common/hvd_err.h"
 
 void hvd_strvec_init(struct hvd_strvec *sv)
 {

@@ -6,8 +6,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "envc.h"
-#include "hvd_err.h"
+#include "common/envc.h"
+#include "common/hvd_err.h"
 
 int hvd_env_contract(struct hvd_strvec *env, const struct hvd_plan *p,
                      const struct hvd_hostlist *hl, int rank,

@@ -4,7 +4,7 @@
 #include <stdarg.h>
 #include <stdio.h>
 
-#include "hvd_err.h"
+#include "common/hvd_err.h"
 
 void hvd_seterr(char *err, size_t errlen, const char *fmt, ...)
 {

@@ -4,8 +4,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "hvd_err.h"
-#include "wire.h"
+#include "common/hvd_err.h"
+#include "common/wire.h"
 
 void hvd_jobspec_init(struct hvd_jobspec *js)
 {
