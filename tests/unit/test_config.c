@@ -18,6 +18,7 @@ static void setup(void)
     unsetenv("HOROVOD_START_TIMEOUT");
     unsetenv("SLURM_JOB_NODELIST");
     unsetenv("SLURM_NODELIST");
+    /* mkdtemp's template: it replaces the trailing six X's itself. */
     snprintf(dir, sizeof(dir), "/tmp/hvd-test-config-XXXXXX");
     cr_assert_not_null(mkdtemp(dir));
     snprintf(path, sizeof(path), "%s/horovod.yaml", dir);
