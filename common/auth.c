@@ -54,11 +54,11 @@ static int hexval(char c)
 int hvd_hex_decode(const char *hex, uint8_t *out, size_t len)
 {
     if (hex == NULL || strlen(hex) != 2 * len)
-        return HVD_EPARSE;
+        return HVD_EINVAL;
     for (size_t i = 0; i < len; i++) {
         int hi = hexval(hex[2 * i]), lo = hexval(hex[2 * i + 1]);
         if (hi < 0 || lo < 0)
-            return HVD_EPARSE;
+            return HVD_EINVAL;
         out[i] = (uint8_t)(hi << 4 | lo);
     }
     return 0;

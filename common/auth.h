@@ -19,7 +19,7 @@ int hvd_hmac(const uint8_t *key, size_t keylen,
              uint8_t out[HVD_MAC_LEN]);
 /* Constant-time comparison of two MACs: 1 when equal. */
 int hvd_mac_equal(const uint8_t a[HVD_MAC_LEN], const uint8_t b[HVD_MAC_LEN]);
-/* Decodes exactly 2*len hex digits into out. 0 or HVD_EPARSE. */
+/* Decodes exactly 2*len hex digits into out. 0 or HVD_EINVAL. */
 int hvd_hex_decode(const char *hex, uint8_t *out, size_t len);
 
 #endif

@@ -12,7 +12,7 @@
 
 #include "env.h"
 #include "common/envc.h"
-#include "common/hvd_err.h"
+#include "errcode.h"
 #include "log.h"
 #include "common/wire.h"
 #include "hvd_version.h"
@@ -267,7 +267,7 @@ static void on_ctl(uv_stream_t *s, ssize_t n, const uv_buf_t *buf)
         uv_timer_start(&ag->silence, on_silence, ag->silence_ms, 0);
     if (rc < 0) {
         /* A corrupt channel cannot be trusted to say anything more. */
-        hvd_log_error("bad message from the launcher: %s", hvd_strerror(rc));
+        hvd_log_error("bad message from the launcher: %s", hr_err_str(rc));
         lose_launcher(ag);
     }
 }

@@ -7,7 +7,7 @@
 #include <strings.h>
 #include <yaml.h>
 
-#include "common/hvd_err.h"
+#include "errcode.h"
 
 /* How a key's value becomes an option. */
 enum key_kind {

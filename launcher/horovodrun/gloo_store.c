@@ -18,7 +18,7 @@
 #include <unistd.h>
 
 #include "errmsg.h"
-#include "common/hvd_err.h"
+#include "errcode.h"
 #include "log.h"
 #include "common/secret.h"
 

@@ -12,7 +12,7 @@
 
 #include "env.h"
 #include "common/envc.h"
-#include "common/hvd_err.h"
+#include "errcode.h"
 #include "log.h"
 #include "proto.h"
 #include "common/wire.h"
@@ -271,7 +271,7 @@ static void start_job(struct hr_job *job)
         struct hr_agent *a = &job->agents[i];
         if ((rc = send_job(job, a)) != 0) {
             fail_job(job, "host %s: cannot send the job: %s", a->name,
-                     hvd_strerror(rc));
+                     hr_err_str(rc));
             return;
         }
     }
@@ -326,7 +326,7 @@ static void handle_hello(struct hr_job *job, struct hr_agent *a,
         snprintf(a->failure, sizeof(a->failure),
                  "hvd-agent sent a malformed HELLO of %u bytes (%s); check "
                  "that hvd-agent on that host is a working build",
-                 (unsigned)f->len, hvd_strerror(err));
+                 (unsigned)f->len, hr_err_str(err));
         a->link->kill(a, SIGTERM);
     } else if (!a->hello) {
         a->hello = 1;
@@ -423,7 +423,7 @@ static void agent_bytes(struct hr_agent *a, const char *buf, size_t n)
         snprintf(a->failure, sizeof(a->failure),
                  "bad message from hvd-agent (%s); is it the same version "
                  "as horovodrun?",
-                 hvd_strerror(rc));
+                 hr_err_str(rc));
         if (a->job->started)
             fail_job(a->job, "host %s: %s", a->name, a->failure);
         a->link->kill(a, SIGKILL);

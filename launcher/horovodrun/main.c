@@ -6,7 +6,7 @@
 
 #include "cli.h"
 #include "hostspec.h"
-#include "common/hvd_err.h"
+#include "errcode.h"
 #include "log.h"
 #include "plan.h"
 #include "job.h"
@@ -68,7 +68,7 @@ int main(int argc, char **argv)
         goto out;
     }
     if (rc != 0) {
-        hvd_log_error("cannot plan %d ranks: %s", o.np, hvd_strerror(rc));
+        hvd_log_error("cannot plan %d ranks: %s", o.np, hr_err_str(rc));
         rc = HR_EXIT_INTERNAL;
         goto out;
     }

@@ -8,7 +8,7 @@
 #include <unistd.h>
 
 #include "common/envc.h"
-#include "common/hvd_err.h"
+#include "errcode.h"
 
 extern char **environ;
 

@@ -12,7 +12,7 @@
 
 #include "agent.h"
 #include "common/envc.h"
-#include "common/hvd_err.h"
+#include "errcode.h"
 #include "log.h"
 #include "proto.h"
 #include "hvd_build.h"

@@ -11,7 +11,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "common/hvd_err.h"
+#include "errcode.h"
 #include "linesplit.h"
 #include "proto.h"
 

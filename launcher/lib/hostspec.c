@@ -10,7 +10,7 @@
 #include <unistd.h>
 
 #include "errmsg.h"
-#include "common/hvd_err.h"
+#include "errcode.h"
 
 /* Largest hostfile we read; anything bigger is not a list of machines. */
 #define HOSTFILE_MAX ((size_t)16 << 20)

@@ -5,7 +5,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 
-#include "common/hvd_err.h"
+#include "errcode.h"
 
 int hvd_plan_build(struct hvd_plan *p, const struct hvd_hostlist *hl, int np)
 {

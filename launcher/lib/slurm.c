@@ -8,7 +8,7 @@
 #include <string.h>
 
 #include "errmsg.h"
-#include "common/hvd_err.h"
+#include "errcode.h"
 
 /* Numbers in brackets stop here; node numbers are never this large. */
 #define NUM_MAX 999999999999999999ULL

@@ -3,7 +3,7 @@
 
 #include "common/envc.h"
 #include "errmsg.h"
-#include "common/hvd_err.h"
+#include "errcode.h"
 #include "slurm.h"
 #include "srun.h"
 

@@ -7,7 +7,7 @@
 
 #include "check.h"
 #include "hostspec.h"
-#include "common/hvd_err.h"
+#include "errcode.h"
 
 /*
  * Input layout: byte 0 picks what is parsed (low two bits: a -H spec, a

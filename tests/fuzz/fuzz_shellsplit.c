@@ -5,7 +5,7 @@
 #include <string.h>
 
 #include "check.h"
-#include "common/hvd_err.h"
+#include "errcode.h"
 #include "launcher/horovodrun/mpicmd.h"
 
 /*

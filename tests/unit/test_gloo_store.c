@@ -14,7 +14,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "common/hvd_err.h"
+#include "errcode.h"
 #include "plan.h"
 #include "gloo_store.h"
 

@@ -11,7 +11,7 @@
 #include <unistd.h>
 
 #include "hostspec.h"
-#include "common/hvd_err.h"
+#include "errcode.h"
 
 #define MALFORMED_TAIL "': expected host:slots with slots a positive integer"
 

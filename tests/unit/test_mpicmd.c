@@ -5,7 +5,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "common/hvd_err.h"
+#include "errcode.h"
 #include "mpicmd.h"
 
 static char err[512];

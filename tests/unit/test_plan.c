@@ -5,7 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "common/hvd_err.h"
+#include "errcode.h"
 #include "plan.h"
 
 static struct hvd_hostlist hl;

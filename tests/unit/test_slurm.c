@@ -6,7 +6,7 @@
 #include <string.h>
 
 #include "hostspec.h"
-#include "common/hvd_err.h"
+#include "errcode.h"
 #include "slurm.h"
 #include "strvec.h"
 

@@ -18,21 +18,17 @@ extern "C" {
 /*
  * Every function returns 0 (or a non-negative value) on success and a
  * negative code from this table on failure; hvd_strerror() describes it.
- * Each entry: name, value, message.
+ * Each entry: name, value, message. The values are fixed: a new code takes
+ * the next free number. The numbers missing here (-3 to -6, -10) belong to
+ * horovodrun's own errors, which libhvd never returns; -12 is retired.
  */
 #define HVD_ERRNO_MAP(XX)                                                      \
     XX(EINVAL, -1, "invalid argument")                                         \
     XX(ENOMEM, -2, "out of memory")                                            \
-    XX(EIO, -3, "input/output error")                                          \
-    XX(ERANGE, -4, "value out of range")                                       \
-    XX(EPARSE, -5, "malformed input")                                          \
-    XX(EDUP, -6, "duplicate entry")                                            \
     XX(ETOOBIG, -7, "frame larger than the limit")                             \
     XX(EPROTO, -8, "protocol error")                                           \
     XX(ETRUNC, -9, "truncated message")                                        \
-    XX(ENOSLOTS, -10, "not enough slots")                                      \
     XX(ESYS, -11, "system call failed")                                        \
-    XX(EAGAIN, -12, "need more data")                                          \
     XX(ENOTINIT, -13, "hvd_init() has not been called")                        \
     XX(EINIT, -14, "hvd_init() was already called")                            \
     XX(ETIMEDOUT, -15, "timed out")                                            \
