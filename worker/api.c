@@ -8,7 +8,11 @@
 #include "common/envc.h"
 #include "common/hvd_err.h"
 #include "ctx.h"
+#include "engine.h"
+#include "gpu/device.h"
 #include "gpu/gpu.h"
+#include "join.h"
+#include "setting.h"
 #include "transport/mpi_backend.h"
 #include "transport/transport.h"
 

@@ -13,6 +13,7 @@
 #include "common/envc.h"
 #include "common/hvd_err.h"
 #include "ctx.h"
+#include "setting.h"
 #include "transport/transport.h"
 
 int hvd__topo_build(struct hvd_topo *t, int size, int rank,
@@ -133,7 +134,7 @@ void hvd__coll_log(const struct hvd_ctx *c)
 
 void hvd__coll_reset_abort(struct hvd_ctx *c)
 {
-    c->ring.abort_deadline = c->xring.abort_deadline = 0;
+    c->abort.deadline = 0;
 }
 
 /* Bytes from a ring neighbour while no collective runs can only be

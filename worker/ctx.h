@@ -16,6 +16,7 @@
 #include "timeline.h"
 #include "transport/ring.h"
 #include "transport/shm.h"
+#include "wait.h"
 
 #define HVD_ERRMSG 512
 
@@ -83,9 +84,10 @@ struct hvd_ctx {
     const struct hvd_transport *tp;
     struct hvd_ring ring; /* every rank (ring), or a job of one */
     struct hvd_topo topo;
-    struct hvd_shm shm;    /* this host's ranks (shm and hier) */
-    struct hvd_ring xring; /* one leader per host (hier) */
-    struct hvd_mpi *mpi;   /* MPI's handles (mpi) */
+    struct hvd_shm shm;     /* this host's ranks (shm and hier) */
+    struct hvd_ring xring;  /* one leader per host (hier) */
+    struct hvd_mpi *mpi;    /* MPI's handles (mpi) */
+    struct hvd_abort abort; /* every wait hears of failures through this */
 
     pthread_t thread;
     int thread_started;
@@ -125,75 +127,5 @@ struct hvd_ctx {
     int fail_rc;
     char fail_msg[HVD_ERRMSG];
 };
-
-/* Who started this process, which decides how hvd_init joins the job. */
-enum hvd_join_kind {
-    HVD_JOIN_ALONE,      /* nobody: a job of one */
-    HVD_JOIN_HOROVODRUN, /* the env contract and the rendezvous server */
-    HVD_JOIN_MPI         /* mpirun, or HOROVOD_CONTROLLER=mpi */
-};
-/* The kind from the environment, or a negative code (with err filled)
- * when it asks for MPI and this build has none. */
-int hvd__join_kind(char *err, size_t errlen);
-/* Meets the other ranks (env, rendezvous, then the transport's connect). */
-int hvd__join(struct hvd_ctx *c, char *err, size_t errlen);
-/* What hvd__join hands a transport's connect entry. */
-struct hvd_rdv_peers;
-struct hvd_link {
-    int lfd;                        /* listening for peers */
-    const struct hvd_rdv_peers *pt; /* every rank's address and host */
-    int64_t deadline;               /* hvd__now_ms() clock */
-};
-/* Connects ring r to global rank next and accepts global rank prev, with
- * the hellos of the ring of every rank or (cross) of host leaders. */
-int hvd__join_ring(struct hvd_ctx *c, struct hvd_ring *r, int cross, int next,
-                   int prev, const struct hvd_link *l, char *err,
-                   size_t errlen);
-/* Sets up shared memory among this host's ranks, if it has more than one. */
-int hvd__join_shm(struct hvd_ctx *c, const struct hvd_link *l, char *err,
-                  size_t errlen);
-/* A 0/1 setting from the environment: dflt when unset or empty, else
- * whether its number is nonzero. */
-int hvd__env_flag(const char *name, int dflt);
-/* Starts the background thread. */
-int hvd__engine_start(struct hvd_ctx *c);
-/* Hands op to the thread; it completes on its own (hvd__engine_wait). */
-void hvd__engine_submit(struct hvd_ctx *c, struct hvd_request *op);
-/* Waits for op to complete and returns its code. */
-int hvd__engine_wait(struct hvd_ctx *c, struct hvd_request *op);
-/* Failures (failure.c): the first one is sticky and fails every later
- * collective. */
-void hvd__set_failed(struct hvd_ctx *c, int rc, const char *msg);
-/* Reads the rendezvous server's news (ABORT of a failed rank, or its end). */
-void hvd__read_rdv(struct hvd_ctx *c);
-/* The ring's abort hook (see struct hvd_ring). */
-int hvd__check_abort(void *vctx, char *err, size_t errlen);
-/* A failure seen on the ring: returns the code to fail with. */
-int hvd__ring_failed(struct hvd_ctx *c, int rc, const char *err);
-/* Rank 0's stall inspector (stall.c), run between cycles. */
-void hvd__stall_check(struct hvd_ctx *c);
-/* Runs one collective on the ring (background thread). */
-int hvd__exec(struct hvd_ctx *c, struct hvd_work *w);
-/* The first step of an allgather: every rank's element count of w into
- * w->counts, over the host transport; *total gets their bytes together. */
-int hvd__exec_counts(struct hvd_ctx *c, struct hvd_work *w, size_t *total,
-                     char *err, size_t errlen);
-/* Runs n ready allreduces of one dtype and op as fused collectives. */
-int hvd__fused_allreduce(struct hvd_ctx *c, struct hvd_work **ws, int n,
-                         char *err, size_t errlen);
-/* Every rank's len bytes, in rank order: *all (malloc) and lens[size]. */
-int hvd__exec_gather(struct hvd_ctx *c, const uint8_t *mine, size_t len,
-                     uint8_t **all, size_t *lens, char *err, size_t errlen);
-/* Sets w->device when w's buffers are CUDA device memory; HVD_EINVAL when
- * one is and the other is not. */
-int hvd__device_classify(struct hvd_work *w, char *err, size_t errlen);
-/* Runs one negotiated operation, or n fused allreduces, on device buffers:
- * NCCL, or staged through host memory. */
-int hvd__device_exec(struct hvd_ctx *c, struct hvd_work **ws, int n, char *err,
-                     size_t errlen);
-/* Frees what the device paths made (the NCCL communicator). */
-void hvd__device_close(struct hvd_ctx *c);
-/* Stops the thread (says goodbye to the rendezvous server) and joins it. */
-void hvd__engine_stop(struct hvd_ctx *c);
 
 #endif

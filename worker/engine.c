@@ -1,5 +1,7 @@
 /* The background thread: owns the sockets, runs collectives in the order
  * they were submitted, and turns a peer's failure into errors. */
+#include "engine.h"
+
 #include <errno.h>
 #include <poll.h>
 #include <stdio.h>
@@ -14,7 +16,14 @@
 #include "common/hvd_err.h"
 #include "common/rdvproto.h"
 #include "ctx.h"
+#include "exec.h"
+#include "failure.h"
+#include "fusion.h"
+#include "gpu/device.h"
+#include "setting.h"
 #include "sock.h"
+#include "stall.h"
+#include "wait.h"
 
 static void finish_op(struct hvd_ctx *c, struct hvd_request *op)
 {
@@ -405,10 +414,11 @@ static void *thread_main(void *arg)
          * peer's cycle, a failure, or our own next cycle is due. After a
          * sleep that nothing ended (under MPI, a look for bells) there is
          * no burst of activity to catch: sleep again at once. */
-        int64_t until = now + (timed_out ? 0 : c->spin_us);
-        while (c->spin_us > 0 && atomic_load(&c->pending) == 0 &&
+        struct hvd_spin spin = {0};
+        while (c->spin_us > 0 && !timed_out && atomic_load(&c->pending) == 0 &&
                !(c->nfresh > 0 && hvd__now_us() >= due) &&
-               !hvd__coll_peer_started(c) && hvd__now_us() < until)
+               !hvd__coll_peer_started(c) &&
+               hvd__spin_spent(&spin) < c->spin_us)
             ;
         if (atomic_load(&c->pending) > 0 || hvd__coll_peer_started(c))
             continue;
@@ -468,12 +478,6 @@ static void *thread_main(void *arg)
     }
 }
 
-int hvd__env_flag(const char *name, int dflt)
-{
-    const char *v = getenv(name);
-    return v && v[0] ? atoi(v) != 0 : dflt;
-}
-
 int hvd__engine_start(struct hvd_ctx *c)
 {
     c->wake_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
@@ -518,10 +522,9 @@ int hvd__engine_start(struct hvd_ctx *c)
     c->shm.yield_us = spin <= 0 ? 0 : c->spin_us > 0 ? 10 * c->spin_us : 50;
     /* Every transport fails its collectives through the same hooks. */
     c->ring.spin_us = c->xring.spin_us = c->spin_us;
-    c->ring.abort_fd = c->xring.abort_fd = c->rdv_fd;
-    c->ring.check_abort = c->xring.check_abort = hvd__check_abort;
-    c->ring.abort_ctx = c->xring.abort_ctx = c;
-    c->shm.ab = &c->ring;
+    c->abort = (struct hvd_abort){
+        .fd = c->rdv_fd, .check = hvd__check_abort, .ctx = c};
+    c->ring.ab = c->xring.ab = c->shm.ab = &c->abort;
     /* A collective stuck on a stopped or hung rank fails after the peer
      * timeout, like one whose peer's host vanished. */
     c->ring.progress_ms = c->xring.progress_ms = c->shm.progress_ms =

@@ -1,10 +1,12 @@
 /* Runs negotiated host-memory collectives, and negotiation's gathers. */
+#include "exec.h"
+
 #include <stdlib.h>
 #include <string.h>
 
 #include "common/hvd_err.h"
 #include "ctx.h"
-#include "reduce.h"
+#include "kernels/reduce.h"
 
 int hvd__exec_counts(struct hvd_ctx *c, struct hvd_work *w, size_t *total,
                      char *err, size_t errlen)

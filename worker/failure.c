@@ -1,5 +1,7 @@
 /* Failures of other ranks: heard from the rendezvous server, seen on the
  * ring, and told to the server so that every rank learns of them. */
+#include "failure.h"
+
 #include <errno.h>
 #include <poll.h>
 #include <stdio.h>
@@ -12,6 +14,7 @@
 #include "common/rdvproto.h"
 #include "ctx.h"
 #include "sock.h"
+#include "wait.h"
 
 /* How long a collective may go on after another rank's failure was
  * announced, for data that was already on its way. */
@@ -55,7 +58,7 @@ void hvd__read_rdv(struct hvd_ctx *c)
                         "lost the connection to horovodrun's "
                         "rendezvous server");
         close(c->rdv_fd);
-        c->rdv_fd = c->ring.abort_fd = c->xring.abort_fd = -1;
+        c->rdv_fd = c->abort.fd = -1;
     }
 }
 
@@ -67,10 +70,9 @@ int hvd__check_abort(void *vctx, char *err, size_t errlen)
     hvd__read_rdv(c);
     if (!c->failed)
         return 0;
-    if (c->ring.abort_deadline == 0)
-        c->ring.abort_deadline = c->xring.abort_deadline =
-            hvd__now_ms() + ABORT_GRACE_MS;
-    if (hvd__now_ms() < c->ring.abort_deadline)
+    if (c->abort.deadline == 0)
+        c->abort.deadline = hvd__now_ms() + ABORT_GRACE_MS;
+    if (hvd__now_ms() < c->abort.deadline)
         return 0;
     snprintf(err, errlen, "%s", c->fail_msg);
     return c->fail_rc;

@@ -2,9 +2,12 @@
  * one buffer and reduced together, then unpacked. Packing keeps every
  * element on the path it would take alone, so fused results are the same
  * bits as unfused ones. */
+#include "fusion.h"
+
 #include <stdlib.h>
 #include <string.h>
 
+#include "buf.h"
 #include "common/hvd_err.h"
 #include "ctx.h"
 

@@ -1,5 +1,7 @@
 /* hvd_init's meeting: read the env contract, register with the
  * rendezvous server, and connect the ring of data sockets. */
+#include "join.h"
+
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -16,6 +18,7 @@
 #include "hvd_build.h"
 #include "sock.h"
 #include "transport/transport.h"
+#include "wait.h"
 
 /* Hellos on the ring of all ranks and on the ring of host leaders. */
 #define PEER_MAGIC 0x48564450u  /* "HVDP" */

@@ -7,10 +7,6 @@
 
 #include "common/frame.h"
 
-/* Monotonic milliseconds and microseconds. */
-int64_t hvd__now_ms(void);
-int64_t hvd__now_us(void);
-
 /* Connects to host:port (numeric or name) before deadline_ms. Returns the
  * fd or a negative hvd code with errno describing the cause. */
 int hvd__sock_connect(const char *host, int port, int64_t deadline_ms);

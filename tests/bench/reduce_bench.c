@@ -7,7 +7,8 @@
  * root:
  *
  *   gcc -std=c11 -O2 -D_GNU_SOURCE -Iworker -Iworker/include -I. \
- *       tests/bench/reduce_bench.c worker/reduce.c worker/reduce_f16c.c \
+ *       tests/bench/reduce_bench.c worker/kernels/reduce.c \
+ *       worker/kernels/reduce_f16c.c \
  *       -o /tmp/reduce_bench && /tmp/reduce_bench
  *
  * Every figure is in GB/s of float32 data, that is n * 4 bytes per call
@@ -20,7 +21,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "worker/reduce.h"
+#include "worker/kernels/reduce.h"
 
 /* Present only in builds that have the F16C path; weak so that the
  * benchmark links against older kernels too. */

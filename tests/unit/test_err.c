@@ -45,10 +45,9 @@ static const struct {
     {HVD_ERANGE, -4},     {HVD_EPARSE, -5},     {HVD_EDUP, -6},
     {HVD_ETOOBIG, -7},    {HVD_EPROTO, -8},     {HVD_ETRUNC, -9},
     {HVD_ENOSLOTS, -10},  {HVD_ESYS, -11},      {HVD_ENOTINIT, -13},
-    {HVD_EINIT, -14},     {HVD_ETIMEDOUT, -15},
-    {HVD_EPEER, -16},     {HVD_EAUTH, -17},     {HVD_ECONNECT, -18},
-    {HVD_EENV, -19},      {HVD_ESHUTDOWN, -20}, {HVD_ENOTSUP, -21},
-    {HVD_EMISMATCH, -22},
+    {HVD_EINIT, -14},     {HVD_ETIMEDOUT, -15}, {HVD_EPEER, -16},
+    {HVD_EAUTH, -17},     {HVD_ECONNECT, -18},  {HVD_EENV, -19},
+    {HVD_ESHUTDOWN, -20}, {HVD_ENOTSUP, -21},   {HVD_EMISMATCH, -22},
 };
 
 Test(err, values_are_pinned)

@@ -1,4 +1,5 @@
-/* Unit tests for worker/reduce.c: reduction kernels and half conversion. */
+/* Unit tests for worker/kernels/reduce.c: reduction kernels and half
+ * conversion. */
 #include <criterion/criterion.h>
 
 #include <fenv.h>
@@ -8,7 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "worker/reduce.h"
+#include "worker/kernels/reduce.h"
 
 #if defined(__x86_64__) || defined(__i386__)
 #include <xmmintrin.h>

@@ -13,8 +13,10 @@
 
 #include "common/hvd_err.h"
 #include "ctx.h"
+#include "exec.h"
 #include "gpu.h"
 #include "sock.h"
+#include "wait.h"
 
 struct hvd_nccl {
     ncclComm_t comm;
@@ -105,7 +107,7 @@ static int wait_done(struct hvd_ctx *c, struct hvd_nccl *g, int init, char *err,
                 return HVD_ESYS;
             }
         }
-        int rc = hvd__check_abort(c, err, errlen);
+        int rc = hvd__abort_poll(&c->abort, 1, err, errlen);
         if (rc < 0) {
             abort_comm(g);
             return rc;

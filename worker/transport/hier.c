@@ -4,9 +4,11 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "buf.h"
 #include "common/hvd_err.h"
 #include "ctx.h"
-#include "reduce.h"
+#include "join.h"
+#include "kernels/reduce.h"
 #include "transport/shm_coll.h"
 #include "transport/transport.h"
 

@@ -8,10 +8,12 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "buf.h"
 #include "common/envc.h"
 #include "common/hvd_err.h"
 #include "ctx.h"
-#include "reduce.h"
+#include "kernels/reduce.h"
+#include "setting.h"
 #include "transport/transport.h"
 
 /* Any tag will do: the communicator is libhvd's own. */

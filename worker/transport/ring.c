@@ -11,11 +11,14 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "buf.h"
 #include "common/hvd_err.h"
 #include "ctx.h"
-#include "reduce.h"
+#include "join.h"
+#include "kernels/reduce.h"
 #include "sock.h"
 #include "transport/transport.h"
+#include "wait.h"
 
 /* Bytes taken from a socket per receive call, and the staging size. */
 #define RING_STAGE (256u * 1024)
@@ -47,7 +50,7 @@ void hvd__ring_init(struct hvd_ring *r, int rank, int size)
     memset(r, 0, sizeof(*r));
     r->rank = rank;
     r->size = size;
-    r->next_fd = r->prev_fd = r->abort_fd = -1;
+    r->next_fd = r->prev_fd = -1;
 }
 
 void hvd__ring_close(struct hvd_ring *r)
@@ -62,18 +65,6 @@ void hvd__ring_close(struct hvd_ring *r)
     free(r->acc);
     r->stage = r->acc = NULL;
     r->next_fd = r->prev_fd = -1;
-}
-
-int hvd__grow(uint8_t **buf, size_t *cap, size_t want)
-{
-    if (*cap >= want)
-        return 0;
-    uint8_t *nb = realloc(*buf, want);
-    if (nb == NULL)
-        return HVD_ENOMEM;
-    *buf = nb;
-    *cap = want;
-    return 0;
 }
 
 static int peer_error(const char *desc, ssize_t n, char *err, size_t errlen)
@@ -110,7 +101,8 @@ static int run(struct hvd_ring *r, const struct sched *sc, char *err,
 {
     int si = 0, ri = 0;
     size_t sbytes = 0, rbytes = 0, rdone = 0, held = 0;
-    int64_t idle_since = 0, moved_ms = hvd__now_ms();
+    int64_t moved_ms = hvd__now_ms();
+    struct hvd_spin spin = {0};
 
     if (hvd__grow(&r->stage, &r->stage_cap, RING_STAGE))
         return HVD_ENOMEM;
@@ -167,7 +159,7 @@ static int run(struct hvd_ring *r, const struct sched *sc, char *err,
             }
         }
         if (progress) {
-            idle_since = 0;
+            spin.since_us = 0;
             moved_ms = hvd__now_ms();
             if (r->busy_ms)
                 atomic_store_explicit(r->busy_ms, moved_ms,
@@ -176,42 +168,27 @@ static int run(struct hvd_ring *r, const struct sched *sc, char *err,
         }
         /* Data usually follows within microseconds: spin a little before
          * paying for a sleep and a wake-up. */
-        if (r->spin_us > 0) {
-            int64_t now = hvd__now_us();
-            if (idle_since == 0)
-                idle_since = now;
-            if (now - idle_since < r->spin_us)
-                continue;
-        }
+        if (r->spin_us > 0 && hvd__spin_spent(&spin) < r->spin_us)
+            continue;
 
         /* Nothing moved: sleep until a socket or the abort channel can. */
         struct pollfd p[3];
-        int np = 0, ab = -1;
+        int np = 0;
+        p[np++] = (struct pollfd){.fd = hvd__abort_fd(r->ab), .events = POLLIN};
         if (allowed > sbytes)
             p[np++] = (struct pollfd){.fd = r->next_fd, .events = POLLOUT};
         if (ri < sc->nrecv)
             p[np++] = (struct pollfd){.fd = r->prev_fd, .events = POLLIN};
-        if (r->abort_fd >= 0) {
-            ab = np;
-            p[np++] = (struct pollfd){.fd = r->abort_fd, .events = POLLIN};
-        }
-        int64_t now = hvd__now_ms(), until = -1;
-        if (r->abort_deadline > 0)
-            until = r->abort_deadline;
-        if (r->progress_ms > 0 &&
-            (until < 0 || moved_ms + r->progress_ms < until))
-            until = moved_ms + r->progress_ms;
-        int timeout = until < 0 ? -1 : until > now ? (int)(until - now) : 0;
+        int timeout = hvd__poll_timeout(
+            r->ab ? r->ab->deadline : 0,
+            r->progress_ms > 0 ? moved_ms + r->progress_ms : 0, -1);
         if (poll(p, (nfds_t)np, timeout) < 0 && errno != EINTR) {
             snprintf(err, errlen, "poll failed: %s", strerror(errno));
             return HVD_ESYS;
         }
-        if ((ab >= 0 && p[ab].revents) ||
-            (r->abort_deadline > 0 && hvd__now_ms() >= r->abort_deadline)) {
-            int rc = r->check_abort(r->abort_ctx, err, errlen);
-            if (rc < 0)
-                return rc;
-        }
+        int rc = hvd__abort_poll(r->ab, p[0].revents != 0, err, errlen);
+        if (rc < 0)
+            return rc;
         /* A stopped or hung peer keeps its connection open: only the
          * silence tells. */
         if (r->progress_ms > 0 && hvd__now_ms() - moved_ms >= r->progress_ms) {

@@ -8,6 +8,7 @@
 #include <stdint.h>
 
 #include "include/hvd.h"
+#include "wait.h"
 
 struct hvd_ring {
     int rank;
@@ -16,18 +17,8 @@ struct hvd_ring {
     int prev_fd;        /* from rank - 1 */
     char next_desc[96]; /* "rank 3 (host a)", for messages */
     char prev_desc[96];
-    /*
-     * Polled while a collective waits. When readable, check_abort is
-     * called: it returns 0 to go on or a negative code (with err filled)
-     * to fail the collective.
-     */
-    int abort_fd;
-    int (*check_abort)(void *ctx, char *err, size_t errlen);
-    void *abort_ctx;
-    /* Set by check_abort when a failure was announced: the collective may
-     * still finish with data already on its way until then (ms). */
-    int64_t abort_deadline;
-    int spin_us; /* busy-poll this long before sleeping in poll */
+    struct hvd_abort *ab; /* heard while a collective waits (may be NULL) */
+    int spin_us;          /* busy-poll this long before sleeping in poll */
     /* A collective that moves no byte for this long fails (0: never). */
     int progress_ms;
     /* Where to say when a byte last moved, for the local ranks that wait
@@ -40,8 +31,6 @@ struct hvd_ring {
 };
 
 void hvd__ring_init(struct hvd_ring *r, int rank, int size);
-/* Grows a buffer to at least want bytes (contents kept). 0 or HVD_ENOMEM. */
-int hvd__grow(uint8_t **buf, size_t *cap, size_t want);
 /* Frees the buffers and closes the sockets. */
 void hvd__ring_close(struct hvd_ring *r);
 

@@ -15,10 +15,12 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include "buf.h"
 #include "common/auth.h"
 #include "common/hvd_err.h"
 #include "common/secret.h"
 #include "sock.h"
+#include "wait.h"
 
 #define SHM_MAGIC 0x48565348u /* "HVSH" */
 /* Bytes of one slot, and of all slots together at most. */
@@ -488,24 +490,17 @@ static int sleep_once(struct hvd_shm *s, int64_t *deadline, char *err,
 {
     struct pollfd p[HVD_SHM_MAX + 2];
     int who[HVD_SHM_MAX + 2]; /* the local rank of each pidfd */
-    int np = 0, ab = -1;
+    int np = 0;
     p[np++] = (struct pollfd){.fd = s->efd[s->me], .events = POLLIN};
+    p[np++] = (struct pollfd){.fd = hvd__abort_fd(s->ab), .events = POLLIN};
     for (int i = 0; i < s->n; i++)
         if (i != s->me && s->pidfd[i] >= 0) {
             who[np] = i;
             p[np++] = (struct pollfd){.fd = s->pidfd[i], .events = POLLIN};
         }
-    if (s->ab && s->ab->abort_fd >= 0) {
-        ab = np;
-        p[np++] = (struct pollfd){.fd = s->ab->abort_fd, .events = POLLIN};
-    }
-    int64_t now = hvd__now_ms(), timeout = WAIT_POLL_MS;
-    if (*deadline > 0 && *deadline - now < timeout)
-        timeout = *deadline - now;
-    if (s->ab && s->ab->abort_deadline > 0 &&
-        s->ab->abort_deadline - now < timeout)
-        timeout = s->ab->abort_deadline - now;
-    int got = poll(p, (nfds_t)np, timeout < 0 ? 0 : (int)timeout);
+    int timeout =
+        hvd__poll_timeout(*deadline, s->ab ? s->ab->deadline : 0, WAIT_POLL_MS);
+    int got = poll(p, (nfds_t)np, timeout);
     if (got < 0 && errno != EINTR) {
         snprintf(err, errlen, "poll failed: %s", strerror(errno));
         return HVD_ESYS;
@@ -514,21 +509,17 @@ static int sleep_once(struct hvd_shm *s, int64_t *deadline, char *err,
         hvd__shm_drain(s);
     if (laggard(s) < 0)
         return 0;
-    for (int i = 1; i < np; i++) {
-        if (i == ab || !p[i].revents)
+    for (int i = 2; i < np; i++) {
+        if (!p[i].revents)
             continue;
         snprintf(err, errlen,
                  "rank %d (host %s) exited in the middle of a collective",
                  s->ranks[who[i]], s->host);
         return HVD_EPEER;
     }
-    if (s->ab && ((ab >= 0 && p[ab].revents) ||
-                  (s->ab->abort_deadline > 0 &&
-                   hvd__now_ms() >= s->ab->abort_deadline))) {
-        int rc = s->ab->check_abort(s->ab->abort_ctx, err, errlen);
-        if (rc < 0)
-            return rc;
-    }
+    int rc = hvd__abort_poll(s->ab, p[1].revents != 0, err, errlen);
+    if (rc < 0)
+        return rc;
     if (*deadline > 0 && hvd__now_ms() >= *deadline) {
         int k = laggard(s);
         if (s->deadline_ms == 0 && k >= 0) {
@@ -556,7 +547,8 @@ int hvd__shm_sync(struct hvd_shm *s, char *err, size_t errlen)
     for (int i = 0; i < s->n; i++)
         if (i != s->me)
             wake(s, i);
-    int64_t since = 0, deadline = s->deadline_ms;
+    int64_t deadline = s->deadline_ms;
+    struct hvd_spin spin = {0};
     /* A stopped or hung rank keeps its memory mapped: only the wait
      * tells. */
     if (deadline == 0 && s->progress_ms > 0)
@@ -575,12 +567,10 @@ int hvd__shm_sync(struct hvd_shm *s, char *err, size_t errlen)
          * waited for may need this CPU (more ranks than CPUs, or other
          * work on the host), and a yield with no one to yield to is
          * cheap. */
-        int64_t now = hvd__now_us();
-        if (since == 0)
-            since = now;
-        if (now - since < s->spin_us)
+        int64_t spent = hvd__spin_spent(&spin);
+        if (spent < s->spin_us)
             continue;
-        if (now - since < s->yield_us) {
+        if (spent < s->yield_us) {
             sched_yield();
             continue;
         }

@@ -9,6 +9,7 @@
 #include <stdint.h>
 
 #include "include/hvd.h"
+#include "wait.h"
 #include "ring.h"
 
 /* Most local ranks that share memory: the segment's fd and every rank's
@@ -32,9 +33,9 @@ struct hvd_shm {
     uint64_t seq;  /* syncs this rank has entered */
     int spin_us;   /* busy-wait this long, */
     int yield_us;  /* then yield the CPU until this long, then sleep */
-    /* Abort hooks and deadline of the ring it works beside (may be NULL:
-     * then only a dead peer or the deadline ends a wait). */
-    struct hvd_ring *ab;
+    /* Heard while a sync waits (may be NULL: then only a dead peer or the
+     * deadline ends a wait). */
+    struct hvd_abort *ab;
     int64_t deadline_ms; /* 0: none (start-up uses one) */
     /* A sync fails when the rank it waits for has not moved data for this
      * long, here or in a ring (hvd__shm_busy_ms) (0: never). */

@@ -8,7 +8,8 @@
 
 #include "common/hvd_err.h"
 #include "ctx.h"
-#include "reduce.h"
+#include "join.h"
+#include "kernels/reduce.h"
 #include "shm_coll.h"
 #include "transport/transport.h"
 

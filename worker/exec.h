@@ -1,0 +1,21 @@
+/* Running negotiated collectives on host buffers, through the transport. */
+#ifndef HVD_EXEC_H
+#define HVD_EXEC_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+struct hvd_ctx;
+struct hvd_work;
+
+/* Runs one collective (background thread). */
+int hvd__exec(struct hvd_ctx *c, struct hvd_work *w);
+/* The first step of an allgather: every rank's element count of w into
+ * w->counts, over the host transport; *total gets their bytes together. */
+int hvd__exec_counts(struct hvd_ctx *c, struct hvd_work *w, size_t *total,
+                     char *err, size_t errlen);
+/* Every rank's len bytes, in rank order: *all (malloc) and lens[size]. */
+int hvd__exec_gather(struct hvd_ctx *c, const uint8_t *mine, size_t len,
+                     uint8_t **all, size_t *lens, char *err, size_t errlen);
+
+#endif

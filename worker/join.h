@@ -1,0 +1,40 @@
+/* How hvd_init joins the job: who started this process, the rendezvous,
+ * and the connections a transport makes to its peers. */
+#ifndef HVD_JOIN_H
+#define HVD_JOIN_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+struct hvd_ctx;
+struct hvd_ring;
+struct hvd_rdv_peers;
+
+/* Who started this process, which decides how hvd_init joins the job. */
+enum hvd_join_kind {
+    HVD_JOIN_ALONE,      /* nobody: a job of one */
+    HVD_JOIN_HOROVODRUN, /* the env contract and the rendezvous server */
+    HVD_JOIN_MPI         /* mpirun, or HOROVOD_CONTROLLER=mpi */
+};
+/* The kind from the environment, or a negative code (with err filled)
+ * when it asks for MPI and this build has none. */
+int hvd__join_kind(char *err, size_t errlen);
+/* Meets the other ranks (env, rendezvous, then the transport's connect). */
+int hvd__join(struct hvd_ctx *c, char *err, size_t errlen);
+
+/* What hvd__join hands a transport's connect entry. */
+struct hvd_link {
+    int lfd;                        /* listening for peers */
+    const struct hvd_rdv_peers *pt; /* every rank's address and host */
+    int64_t deadline;               /* hvd__now_ms() clock */
+};
+/* Connects ring r to global rank next and accepts global rank prev, with
+ * the hellos of the ring of every rank or (cross) of host leaders. */
+int hvd__join_ring(struct hvd_ctx *c, struct hvd_ring *r, int cross, int next,
+                   int prev, const struct hvd_link *l, char *err,
+                   size_t errlen);
+/* Sets up shared memory among this host's ranks, if it has more than one. */
+int hvd__join_shm(struct hvd_ctx *c, const struct hvd_link *l, char *err,
+                  size_t errlen);
+
+#endif
