@@ -341,8 +341,8 @@ int main(int argc, char **argv)
     /* Everything is reported; close what is left and free it. */
     hr_loop_close_all(loop, UV_RUN_DEFAULT);
     for (uint32_t i = 0; i < ag.nranks; i++) {
-        hvd_linesplit_close(&ag.ranks[i].out.split);
-        hvd_linesplit_close(&ag.ranks[i].err.split);
+        hr_rankpipe_close(&ag.ranks[i].out);
+        hr_rankpipe_close(&ag.ranks[i].err);
     }
     free(ag.ranks);
     free(ag.batch);

@@ -8,8 +8,8 @@
 #include <uv.h>
 
 #include "common/frame.h"
-#include "linesplit.h"
 #include "proto.h"
+#include "rankpipe.h"
 
 /* Longest line sent whole; longer lines arrive in pieces of this size. */
 #define AGENT_LINE_MAX (8u * 1024 * 1024)
@@ -26,14 +26,6 @@
 
 struct agent;
 
-struct agent_stream {
-    uv_pipe_t pipe;
-    struct agent_rank *owner;
-    struct hvd_linesplit split;
-    uint8_t which; /* HVD_STREAM_STDOUT or HVD_STREAM_STDERR */
-    int open;
-};
-
 struct agent_rank {
     struct agent *ag;
     uint32_t rank;
@@ -43,8 +35,8 @@ struct agent_rank {
     int done;   /* EXIT sent */
     uint8_t kind;
     int32_t code;
-    struct agent_stream out, err;
-    uv_pipe_t in; /* rank 0 only: forwarded stdin */
+    struct hr_rankpipe out, err; /* ctx: this rank */
+    uv_pipe_t in;                /* rank 0 only: forwarded stdin */
     int in_open;
     uv_timer_t drain; /* started when reaped with pipes still open */
 };
@@ -70,6 +62,7 @@ struct agent {
     size_t outq;    /* bytes queued on ctl_out */
     uint8_t *batch; /* frames not yet handed to ctl_out */
     size_t batch_len, batch_cap;
+    struct hr_rankpipe_cfg pipes; /* of every rank's out and err */
     char readbuf[65536];
 };
 

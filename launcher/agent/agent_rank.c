@@ -60,42 +60,24 @@ static void maybe_done(struct agent_rank *r)
     send_exit(r);
 }
 
-static void on_line(void *ctx, const char *line, size_t len,
+static void on_line(void *ctx, int which, const char *line, size_t len,
                     enum hvd_line_term term)
 {
-    struct agent_stream *s = ctx;
-    agent_send_line(s->owner->ag, s->owner->rank, s->which, (uint8_t)term, line,
-                    len);
+    struct agent_rank *r = ctx;
+    agent_send_line(r->ag, r->rank, (uint8_t)which, (uint8_t)term, line, len);
 }
 
-static void close_stream(struct agent_stream *s)
+/* One write for every line of a read. */
+static void on_read_done(void *ctx)
 {
-    if (!s->open)
-        return;
-    hvd_linesplit_finish(&s->split, on_line, s);
-    s->open = 0;
-    uv_close((uv_handle_t *)&s->pipe, NULL);
-    maybe_done(s->owner);
+    struct agent_rank *r = ctx;
+    agent_flush(r->ag);
 }
 
-static void alloc_out(uv_handle_t *h, size_t hint, uv_buf_t *buf)
+static void on_ended(void *ctx, int which)
 {
-    struct agent_stream *s = h->data;
-    (void)hint;
-    *buf = uv_buf_init(s->owner->ag->readbuf, sizeof(s->owner->ag->readbuf));
-}
-
-static void on_output(uv_stream_t *h, ssize_t n, const uv_buf_t *buf)
-{
-    struct agent_stream *s = h->data;
-    if (n < 0) {
-        close_stream(s);
-    } else if (hvd_linesplit_feed(&s->split, buf->base, (size_t)n, on_line,
-                                  s) != 0) {
-        close_stream(s);
-    }
-    /* One write for every line of this read. */
-    agent_flush(s->owner->ag);
+    (void)which;
+    maybe_done(ctx);
 }
 
 static void on_drain_timeout(uv_timer_t *t)
@@ -113,24 +95,13 @@ static void fail_spawn(struct agent_rank *r, uint8_t kind, int err)
     maybe_done(r);
 }
 
-static int open_stream(struct agent_rank *r, struct agent_stream *s,
-                       uint8_t which, int fd)
+static void open_stream(struct agent_rank *r, struct hr_rankpipe *p, int which,
+                        int fd)
 {
-    s->owner = r;
-    s->which = which;
-    hvd_linesplit_init(&s->split, AGENT_LINE_MAX);
-    if (uv_pipe_init(r->ag->loop, &s->pipe, 0) != 0)
-        return -1;
-    s->pipe.data = s;
-    s->open = 1;
-    if (uv_pipe_open(&s->pipe, fd) != 0) {
-        close(fd);
-        close_stream(s);
-        return -1;
-    }
-    if (!r->ag->paused)
-        uv_read_start((uv_stream_t *)&s->pipe, alloc_out, on_output);
-    return 0;
+    if (hr_rankpipe_init(p, r->ag->loop, &r->ag->pipes, r, which) != 0)
+        return;
+    if (hr_rankpipe_open(p, fd) == 0 && !r->ag->paused)
+        hr_rankpipe_start(p);
 }
 
 /* Builds the rank's environment: the launcher's, the contract, the GPU. */
@@ -224,6 +195,14 @@ void agent_ranks_start(struct agent *ag)
         return;
     }
     ag->nranks = ag->live = js->nranks;
+    ag->pipes = (struct hr_rankpipe_cfg){
+        .line = on_line,
+        .flush = on_read_done,
+        .ended = on_ended,
+        .buf = ag->readbuf,
+        .buflen = sizeof(ag->readbuf),
+        .line_max = AGENT_LINE_MAX,
+    };
     if (js->gpu_pinning && ag->gpus > 0 && js->nranks > (uint32_t)ag->gpus)
         agent_note(ag, HVD_NOTE_WARN,
                    "%u ranks share %d GPU%s on this host (each rank gets GPU "
@@ -275,32 +254,7 @@ void agent_ranks_stop(struct agent *ag, int now)
 
 /* A dead rank's pipes hold its last output and then EOF, unless
  * something it started still has them open: read them now, so that ranks
- * are reported in the order they died. Something that still writes to
- * them is read no further than a full pipe's worth: the rest comes through
- * the normal reads, which backpressure can pause. */
-static void drain_now(struct agent_stream *s)
-{
-    int fd;
-    size_t total = 0;
-    if (!s->open || uv_fileno((uv_handle_t *)&s->pipe, &fd) != 0)
-        return;
-    char *buf = s->owner->ag->readbuf;
-    while (total < AGENT_DRAIN_MAX) {
-        ssize_t n = read(fd, buf, sizeof(s->owner->ag->readbuf));
-        if (n > 0) {
-            total += (size_t)n;
-            if (hvd_linesplit_feed(&s->split, buf, (size_t)n, on_line, s))
-                break;
-            continue;
-        }
-        if (n < 0 && errno == EINTR)
-            continue;
-        if (n == 0)
-            close_stream(s);
-        break;
-    }
-}
-
+ * are reported in the order they died. */
 void agent_ranks_reap(struct agent *ag)
 {
     int status;
@@ -319,8 +273,8 @@ void agent_ranks_reap(struct agent *ag)
                 r->kind = HVD_EXIT_CODE;
                 r->code = WEXITSTATUS(status);
             }
-            drain_now(&r->out);
-            drain_now(&r->err);
+            hr_rankpipe_drain(&r->out, AGENT_DRAIN_MAX);
+            hr_rankpipe_drain(&r->err, AGENT_DRAIN_MAX);
             maybe_done(r);
             break;
         }
@@ -378,15 +332,12 @@ void agent_ranks_pause(struct agent *ag, int pause)
 {
     ag->paused = pause;
     for (uint32_t i = 0; i < ag->nranks; i++) {
-        struct agent_stream *ss[] = {&ag->ranks[i].out, &ag->ranks[i].err};
+        struct hr_rankpipe *ps[] = {&ag->ranks[i].out, &ag->ranks[i].err};
         for (int k = 0; k < 2; k++) {
-            if (!ss[k]->open)
-                continue;
             if (pause)
-                uv_read_stop((uv_stream_t *)&ss[k]->pipe);
+                hr_rankpipe_stop(ps[k]);
             else
-                uv_read_start((uv_stream_t *)&ss[k]->pipe, alloc_out,
-                              on_output);
+                hr_rankpipe_start(ps[k]);
         }
     }
 }

@@ -9,6 +9,95 @@
 #include "common/envc.h"
 #include "common/hvd_err.h"
 
+/* Which part of a rank's place a variable tells. */
+enum place_part {
+    PART_RANK,
+    PART_SIZE,
+    PART_LOCAL_RANK,
+    PART_LOCAL_SIZE,
+    PART_CROSS_RANK, /* both cross parts: not given when unknown */
+    PART_CROSS_SIZE,
+    PART_HOST,
+};
+
+/* The per-rank variables, Horovod's and torch.distributed's. */
+static const struct {
+    const char *name;
+    enum place_part part;
+} rank_vars[] = {
+    {HVD_ENV_RANK, PART_RANK},
+    {HVD_ENV_SIZE, PART_SIZE},
+    {HVD_ENV_LOCAL_RANK, PART_LOCAL_RANK},
+    {HVD_ENV_LOCAL_SIZE, PART_LOCAL_SIZE},
+    {HVD_ENV_CROSS_RANK, PART_CROSS_RANK},
+    {HVD_ENV_CROSS_SIZE, PART_CROSS_SIZE},
+    {HVD_ENV_HOSTNAME, PART_HOST},
+    {HVD_ENV_TORCH_RANK, PART_RANK},
+    {HVD_ENV_TORCH_WORLD_SIZE, PART_SIZE},
+    {HVD_ENV_TORCH_LOCAL_RANK, PART_LOCAL_RANK},
+    {HVD_ENV_TORCH_LOCAL_WORLD_SIZE, PART_LOCAL_SIZE},
+};
+
+/* The value of one part, in buf when it is a number; NULL when unknown. */
+static const char *part_value(const struct hvd_env_place *pl,
+                              enum place_part part, char *buf, size_t len)
+{
+    int v;
+    switch (part) {
+    case PART_RANK:
+        v = pl->rank;
+        break;
+    case PART_SIZE:
+        v = pl->size;
+        break;
+    case PART_LOCAL_RANK:
+        v = pl->local_rank;
+        break;
+    case PART_LOCAL_SIZE:
+        v = pl->local_size;
+        break;
+    case PART_CROSS_RANK:
+        if (pl->cross_rank < 0)
+            return NULL;
+        v = pl->cross_rank;
+        break;
+    case PART_CROSS_SIZE:
+        if (pl->cross_rank < 0)
+            return NULL;
+        v = pl->cross_size;
+        break;
+    default: /* PART_HOST */
+        return pl->host;
+    }
+    snprintf(buf, len, "%d", v);
+    return buf;
+}
+
+int hvd_env_place_put(const struct hvd_env_place *pl, hvd_env_put_fn put,
+                      void *ctx)
+{
+    char buf[32];
+    int err = 0;
+    for (size_t i = 0; i < sizeof(rank_vars) / sizeof(rank_vars[0]); i++) {
+        const char *v = part_value(pl, rank_vars[i].part, buf, sizeof(buf));
+        if ((err = put(ctx, rank_vars[i].name, v)) != 0)
+            break;
+    }
+    return err;
+}
+
+int hvd_env_put_strvec(void *ctx, const char *name, const char *value)
+{
+    return value ? hvd_strvec_pushf(ctx, "%s=%s", name, value) : 0;
+}
+
+int hvd_env_put_process(void *ctx, const char *name, const char *value)
+{
+    (void)ctx;
+    int rc = value ? setenv(name, value, 1) : unsetenv(name);
+    return rc == 0 ? 0 : HVD_ENOMEM;
+}
+
 int hvd_env_contract(struct hvd_strvec *env, const struct hvd_plan *p,
                      const struct hvd_hostlist *hl, int rank,
                      const struct hvd_endpoints *ep)
@@ -16,32 +105,23 @@ int hvd_env_contract(struct hvd_strvec *env, const struct hvd_plan *p,
     if (rank < 0 || rank >= p->size)
         return HVD_EINVAL;
     const struct hvd_slot *s = &p->ranks[rank];
-    int err = 0;
+    const struct hvd_env_place pl = {
+        .rank = s->rank,
+        .size = p->size,
+        .local_rank = s->local_rank,
+        .local_size = s->local_size,
+        .cross_rank = s->cross_rank,
+        .cross_size = s->cross_size,
+        .host = hl->hosts[s->host].name,
+    };
+    int err = hvd_env_place_put(&pl, hvd_env_put_strvec, env);
     /* Each line is one variable; stop at the first failure. */
-    if ((err = hvd_strvec_pushf(env, HVD_ENV_RANK "=%d", s->rank)) ||
-        (err = hvd_strvec_pushf(env, HVD_ENV_SIZE "=%d", p->size)) ||
-        (err =
-             hvd_strvec_pushf(env, HVD_ENV_LOCAL_RANK "=%d", s->local_rank)) ||
-        (err =
-             hvd_strvec_pushf(env, HVD_ENV_LOCAL_SIZE "=%d", s->local_size)) ||
-        (err =
-             hvd_strvec_pushf(env, HVD_ENV_CROSS_RANK "=%d", s->cross_rank)) ||
-        (err =
-             hvd_strvec_pushf(env, HVD_ENV_CROSS_SIZE "=%d", s->cross_size)) ||
-        (err = hvd_strvec_pushf(env, HVD_ENV_HOSTNAME "=%s",
-                                hl->hosts[s->host].name)) ||
+    if (err ||
         (err = hvd_strvec_pushf(env, HVD_ENV_RDV_ADDR "=%s", ep->rdv_addr)) ||
         (err = hvd_strvec_pushf(env, HVD_ENV_RDV_PORT "=%d", ep->rdv_port)) ||
         (err = hvd_strvec_pushf(env, HVD_ENV_SECRET "=%s", ep->secret_hex)) ||
         (err = hvd_strvec_pushf(env, HVD_ENV_START_TIMEOUT "=%g",
                                 ep->start_timeout)) ||
-        (err = hvd_strvec_pushf(env, HVD_ENV_TORCH_RANK "=%d", s->rank)) ||
-        (err =
-             hvd_strvec_pushf(env, HVD_ENV_TORCH_WORLD_SIZE "=%d", p->size)) ||
-        (err = hvd_strvec_pushf(env, HVD_ENV_TORCH_LOCAL_RANK "=%d",
-                                s->local_rank)) ||
-        (err = hvd_strvec_pushf(env, HVD_ENV_TORCH_LOCAL_WORLD_SIZE "=%d",
-                                s->local_size)) ||
         (err = hvd_strvec_pushf(env, HVD_ENV_TORCH_MASTER_ADDR "=%s",
                                 ep->master_addr)) ||
         (err = hvd_strvec_pushf(env, HVD_ENV_TORCH_MASTER_PORT "=%d",

@@ -24,7 +24,34 @@ struct hvd_endpoints {
     const char *nccl_ifnames;
 };
 
-/* Appends the contract variables ("NAME=value") for one rank to env. */
+/*
+ * A rank's place in the job, which the per-rank variables tell it. A
+ * negative cross_rank is not known (hvd-mpi-rank, when mpirun did not
+ * follow horovodrun's plan): the cross variables are then not given.
+ */
+struct hvd_env_place {
+    int rank, size;
+    int local_rank, local_size;
+    int cross_rank, cross_size;
+    const char *host;
+};
+
+/* Where the per-rank variables go: value NULL means "not given". Returns
+ * 0 or a negative error, which stops the walk. */
+typedef int (*hvd_env_put_fn)(void *ctx, const char *name, const char *value);
+
+/* Appends "NAME=value" to the hvd_strvec ctx; nothing for NULL. */
+int hvd_env_put_strvec(void *ctx, const char *name, const char *value);
+/* Sets NAME in this process's environment, or unsets it for NULL. */
+int hvd_env_put_process(void *ctx, const char *name, const char *value);
+
+/* Gives put every per-rank variable (one table for horovodrun's ranks and
+ * hvd-mpi-rank's). Returns 0 or put's first error. */
+int hvd_env_place_put(const struct hvd_env_place *pl, hvd_env_put_fn put,
+                      void *ctx);
+
+/* Appends the contract variables ("NAME=value") for one rank to env: the
+ * per-rank ones, then the rendezvous, torch's master and Gloo's. */
 int hvd_env_contract(struct hvd_strvec *env, const struct hvd_plan *p,
                      const struct hvd_hostlist *hl, int rank,
                      const struct hvd_endpoints *ep);

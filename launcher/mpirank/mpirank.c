@@ -14,11 +14,11 @@
 #include "env.h"
 #include "common/envc.h"
 #include "hostspec.h"
-#include "linesplit.h"
 #include "plan.h"
 #include "proto.h"
 #include "loop.h"
 #include "mpiwire.h"
+#include "rankpipe.h"
 
 #define PROG "hvd-mpi-rank"
 #define USAGE                                                                  \
@@ -32,20 +32,11 @@ static const int caught[] = {SIGTERM, SIGINT,  SIGHUP, SIGUSR1,
                              SIGUSR2, SIGALRM, SIGABRT};
 #define NCAUGHT ((int)(sizeof(caught) / sizeof(caught[0])))
 
-struct wrapper;
-
-struct stream {
-    uv_pipe_t pipe;
-    struct wrapper *w;
-    struct hvd_linesplit split;
-    int which; /* HVD_STREAM_STDOUT or HVD_STREAM_STDERR */
-    int open;
-};
-
 struct wrapper {
     uv_loop_t *loop;
     uv_process_t proc;
-    struct stream out, err;
+    struct hr_rankpipe out, err; /* ctx: this wrapper */
+    struct hr_rankpipe_cfg pipes;
     uv_signal_t sigs[NCAUGHT];
     uv_timer_t drain;
     pid_t parent;
@@ -85,15 +76,21 @@ static void flush(struct wrapper *w)
     w->buf.len = 0;
 }
 
-static void on_line(void *ctx, const char *line, size_t len,
+static void on_line(void *ctx, int which, const char *line, size_t len,
                     enum hvd_line_term term)
 {
-    struct stream *s = ctx;
-    if (hr_mpiwire_line(&s->w->buf, s->which, (int)term, line, len) != 0) {
+    struct wrapper *w = ctx;
+    if (hr_mpiwire_line(&w->buf, which, (int)term, line, len) != 0) {
         /* Out of memory: what was gathered goes first, then the line. */
-        flush(s->w);
-        hr_mpiwire_line(&s->w->buf, s->which, (int)term, line, len);
+        flush(w);
+        hr_mpiwire_line(&w->buf, which, (int)term, line, len);
     }
+}
+
+/* After every read, so that a full stdout slows the rank down. */
+static void on_read_done(void *ctx)
+{
+    flush(ctx);
 }
 
 static void finish(struct wrapper *w)
@@ -123,14 +120,10 @@ static void maybe_done(struct wrapper *w)
     finish(w);
 }
 
-static void close_stream(struct stream *s)
+static void on_ended(void *ctx, int which)
 {
-    if (!s->open)
-        return;
-    hvd_linesplit_finish(&s->split, on_line, s);
-    s->open = 0;
-    uv_close((uv_handle_t *)&s->pipe, NULL);
-    maybe_done(s->w);
+    (void)which;
+    maybe_done(ctx);
 }
 
 static void on_drain(uv_timer_t *t)
@@ -138,25 +131,8 @@ static void on_drain(uv_timer_t *t)
     struct wrapper *w = t->data;
     /* Something the rank started still holds its pipes: report the rank
      * without waiting for it. */
-    close_stream(&w->out);
-    close_stream(&w->err);
-    flush(w);
-}
-
-static void alloc_cb(uv_handle_t *h, size_t hint, uv_buf_t *buf)
-{
-    struct stream *s = h->data;
-    (void)hint;
-    *buf = uv_buf_init(s->w->readbuf, sizeof(s->w->readbuf));
-}
-
-static void on_read(uv_stream_t *h, ssize_t n, const uv_buf_t *buf)
-{
-    struct stream *s = h->data;
-    struct wrapper *w = s->w;
-    if (n < 0 || hvd_linesplit_feed(&s->split, buf->base,
-                                    (size_t)(n > 0 ? n : 0), on_line, s) != 0)
-        close_stream(s);
+    hr_rankpipe_end(&w->out);
+    hr_rankpipe_end(&w->err);
     flush(w);
 }
 
@@ -189,13 +165,6 @@ static int env_int(const char *name, int lo, int hi, int *out)
     return 0;
 }
 
-static void setenv_int(const char *name, int v)
-{
-    char buf[32];
-    snprintf(buf, sizeof(buf), "%d", v);
-    setenv(name, buf, 1);
-}
-
 /*
  * Gives the rank the env contract of horovodrun: its place from mpirun,
  * its host name and cross rank from horovodrun's plan (which mpirun
@@ -205,7 +174,7 @@ static void setenv_int(const char *name, int v)
  */
 static int set_contract(struct wrapper *w, const char *spec, int pin)
 {
-    int rank, size, lrank = 0, lsize = 1;
+    int rank, size, lrank = 0, lsize = 1, rc = -1;
     struct hvd_hostlist hl;
     struct hvd_plan plan = {0};
     char host[256] = "", err[256];
@@ -236,22 +205,20 @@ static int set_contract(struct wrapper *w, const char *spec, int pin)
     if (s)
         name = hl.hosts[s->host].name;
 
-    setenv_int(HVD_ENV_RANK, rank);
-    setenv_int(HVD_ENV_SIZE, size);
-    setenv_int(HVD_ENV_LOCAL_RANK, lrank);
-    setenv_int(HVD_ENV_LOCAL_SIZE, lsize);
-    if (s) {
-        setenv_int(HVD_ENV_CROSS_RANK, s->cross_rank);
-        setenv_int(HVD_ENV_CROSS_SIZE, s->cross_size);
-    } else {
-        unsetenv(HVD_ENV_CROSS_RANK);
-        unsetenv(HVD_ENV_CROSS_SIZE);
+    const struct hvd_env_place pl = {
+        .rank = rank,
+        .size = size,
+        .local_rank = lrank,
+        .local_size = lsize,
+        .cross_rank = s ? s->cross_rank : -1,
+        .cross_size = s ? s->cross_size : 0,
+        .host = name,
+    };
+    if (hvd_env_place_put(&pl, hvd_env_put_process, NULL) != 0) {
+        fprintf(stderr, PROG ": error: out of memory for the rank's "
+                             "environment\n");
+        goto out;
     }
-    setenv(HVD_ENV_HOSTNAME, name, 1);
-    setenv_int(HVD_ENV_TORCH_RANK, rank);
-    setenv_int(HVD_ENV_TORCH_WORLD_SIZE, size);
-    setenv_int(HVD_ENV_TORCH_LOCAL_RANK, lrank);
-    setenv_int(HVD_ENV_TORCH_LOCAL_WORLD_SIZE, lsize);
     /* No rendezvous under mpirun: whatever the environment held of one
      * (an outer job's) must not reach the rank. */
     unsetenv(HVD_ENV_RDV_ADDR);
@@ -262,19 +229,11 @@ static int set_contract(struct wrapper *w, const char *spec, int pin)
                             lrank, dev, sizeof(dev)))
         setenv(HVD_ENV_CUDA_VISIBLE, dev, 1);
     hr_mpiwire_hello(&w->buf, lrank, name);
+    rc = 0;
+out:
     hvd_plan_close(&plan);
     hvd_hostlist_close(&hl);
-    return 0;
-}
-
-static void open_stream(struct wrapper *w, struct stream *s, int which)
-{
-    s->w = w;
-    s->which = which;
-    s->open = 1;
-    hvd_linesplit_init(&s->split, AGENT_LINE_MAX);
-    uv_pipe_init(w->loop, &s->pipe, 0);
-    s->pipe.data = s;
+    return rc;
 }
 
 /* Starts the rank; a rank that cannot be started is reported like one
@@ -282,15 +241,23 @@ static void open_stream(struct wrapper *w, struct stream *s, int which)
 static int start(struct wrapper *w, char **cmd)
 {
     uv_stdio_container_t stdio[3];
-    open_stream(w, &w->out, HVD_STREAM_STDOUT);
-    open_stream(w, &w->err, HVD_STREAM_STDERR);
+    w->pipes = (struct hr_rankpipe_cfg){
+        .line = on_line,
+        .flush = on_read_done,
+        .ended = on_ended,
+        .buf = w->readbuf,
+        .buflen = sizeof(w->readbuf),
+        .line_max = AGENT_LINE_MAX,
+    };
+    hr_rankpipe_init(&w->out, w->loop, &w->pipes, w, HVD_STREAM_STDOUT);
+    hr_rankpipe_init(&w->err, w->loop, &w->pipes, w, HVD_STREAM_STDERR);
     /* mpirun hands its stdin to rank 0 and /dev/null to the others. */
     stdio[0].flags = UV_INHERIT_FD;
     stdio[0].data.fd = STDIN_FILENO;
     stdio[1].flags = UV_CREATE_PIPE | UV_WRITABLE_PIPE;
-    stdio[1].data.stream = (uv_stream_t *)&w->out.pipe;
+    stdio[1].data.stream = hr_rankpipe_stream(&w->out);
     stdio[2].flags = UV_CREATE_PIPE | UV_WRITABLE_PIPE;
-    stdio[2].data.stream = (uv_stream_t *)&w->err.pipe;
+    stdio[2].data.stream = hr_rankpipe_stream(&w->err);
     /* The rank stays in this process group, mpirun's unit of signals. */
     uv_process_options_t po = {
         .exit_cb = on_exit_cb,
@@ -306,12 +273,12 @@ static int start(struct wrapper *w, char **cmd)
         w->kind = HVD_EXIT_SPAWN;
         w->code = -e;
         w->reaped = 1;
-        close_stream(&w->out);
-        close_stream(&w->err);
+        hr_rankpipe_end(&w->out);
+        hr_rankpipe_end(&w->err);
         return -1;
     }
-    uv_read_start((uv_stream_t *)&w->out.pipe, alloc_cb, on_read);
-    uv_read_start((uv_stream_t *)&w->err.pipe, alloc_cb, on_read);
+    hr_rankpipe_start(&w->out);
+    hr_rankpipe_start(&w->err);
     return 0;
 }
 
@@ -382,8 +349,8 @@ int main(int argc, char **argv)
         uv_run(w.loop, UV_RUN_DEFAULT);
     flush(&w);
     hr_loop_close_all(w.loop, UV_RUN_NOWAIT);
-    hvd_linesplit_close(&w.out.split);
-    hvd_linesplit_close(&w.err.split);
+    hr_rankpipe_close(&w.out);
+    hr_rankpipe_close(&w.err);
     hr_mpibuf_close(&w.buf);
     return exit_like(&w);
 }

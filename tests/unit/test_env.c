@@ -1,5 +1,6 @@
 /* Unit tests for the env contract and GPU choice (launcher/lib/env.c). */
 #include <criterion/criterion.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -99,6 +100,145 @@ Test(env, gloo_rendezvous_variables)
     cr_assert_eq(hvd_env_contract(&env, &p, &hl, 0, &g), 0);
     cr_expect_str_eq(hvd_strvec_getenv(&env, HVD_ENV_NCCL_SOCKET_IFNAME),
                      "eth1");
+    hvd_strvec_close(&env);
+    hvd_plan_close(&p);
+    hvd_hostlist_close(&hl);
+}
+
+/* Every call of a sink, recorded. */
+struct calls {
+    const char *name[32];
+    char value[32][64];
+    int given[32];
+    int n;
+};
+
+static int record(void *ctx, const char *name, const char *value)
+{
+    struct calls *c = ctx;
+    cr_assert_lt(c->n, 32);
+    c->name[c->n] = name;
+    c->given[c->n] = value != NULL;
+    snprintf(c->value[c->n], sizeof(c->value[0]), "%s", value ? value : "");
+    c->n++;
+    return 0;
+}
+
+/* Walks pl through the strvec sink and the process sink and checks that
+ * both hold what the table gave, for every name it gave. */
+static void both_sinks(const struct hvd_env_place *pl, struct calls *c)
+{
+    struct hvd_strvec env;
+    size_t given = 0;
+
+    hvd_strvec_init(&env);
+    cr_assert_eq(hvd_env_place_put(pl, record, c), 0);
+    cr_assert_eq(hvd_env_place_put(pl, hvd_env_put_strvec, &env), 0);
+    cr_assert_eq(hvd_env_place_put(pl, hvd_env_put_process, NULL), 0);
+    for (int i = 0; i < c->n; i++) {
+        const char *sv = hvd_strvec_getenv(&env, c->name[i]);
+        const char *pv = getenv(c->name[i]);
+        if (!c->given[i]) {
+            cr_expect_null(sv, "%s in the strvec", c->name[i]);
+            cr_expect_null(pv, "%s in the environment", c->name[i]);
+            continue;
+        }
+        given++;
+        cr_assert_not_null(sv, "%s missing from the strvec", c->name[i]);
+        cr_assert_not_null(pv, "%s missing from the environment", c->name[i]);
+        cr_expect_str_eq(sv, c->value[i], "%s", c->name[i]);
+        cr_expect_str_eq(pv, c->value[i], "%s", c->name[i]);
+    }
+    cr_expect_eq(env.n, given);
+    hvd_strvec_close(&env);
+}
+
+static const char *value_of(const struct calls *c, const char *name)
+{
+    for (int i = 0; i < c->n; i++)
+        if (strcmp(c->name[i], name) == 0)
+            return c->given[i] ? c->value[i] : NULL;
+    cr_assert_fail("%s not in the table", name);
+    return NULL;
+}
+
+/* horovodrun's ranks (a strvec) and hvd-mpi-rank's (setenv) get the same
+ * per-rank variables from one table. */
+Test(env, place_same_through_both_sinks)
+{
+    const struct hvd_env_place pl = {
+        .rank = 5,
+        .size = 8,
+        .local_rank = 1,
+        .local_size = 3,
+        .cross_rank = 2,
+        .cross_size = 4,
+        .host = "node-b",
+    };
+    struct calls c = {0};
+
+    both_sinks(&pl, &c);
+    cr_expect_eq(c.n, 11);
+    cr_expect_str_eq(value_of(&c, HVD_ENV_RANK), "5");
+    cr_expect_str_eq(value_of(&c, HVD_ENV_SIZE), "8");
+    cr_expect_str_eq(value_of(&c, HVD_ENV_LOCAL_RANK), "1");
+    cr_expect_str_eq(value_of(&c, HVD_ENV_LOCAL_SIZE), "3");
+    cr_expect_str_eq(value_of(&c, HVD_ENV_CROSS_RANK), "2");
+    cr_expect_str_eq(value_of(&c, HVD_ENV_CROSS_SIZE), "4");
+    cr_expect_str_eq(value_of(&c, HVD_ENV_HOSTNAME), "node-b");
+    cr_expect_str_eq(value_of(&c, "RANK"), "5");
+    cr_expect_str_eq(value_of(&c, "WORLD_SIZE"), "8");
+    cr_expect_str_eq(value_of(&c, "LOCAL_RANK"), "1");
+    cr_expect_str_eq(value_of(&c, "LOCAL_WORLD_SIZE"), "3");
+}
+
+/* An unknown cross rank: not in the strvec, and unset in the process even
+ * where an outer job had set it. */
+Test(env, place_unknown_cross_rank)
+{
+    const struct hvd_env_place pl = {
+        .rank = 0,
+        .size = 2,
+        .local_rank = 0,
+        .local_size = 1,
+        .cross_rank = -1,
+        .host = "me",
+    };
+    struct calls c = {0};
+
+    setenv(HVD_ENV_CROSS_RANK, "7", 1);
+    setenv(HVD_ENV_CROSS_SIZE, "9", 1);
+    setenv(HVD_ENV_RANK, "7", 1);
+    both_sinks(&pl, &c);
+    cr_expect_null(value_of(&c, HVD_ENV_CROSS_RANK));
+    cr_expect_null(value_of(&c, HVD_ENV_CROSS_SIZE));
+    cr_expect_null(getenv(HVD_ENV_CROSS_RANK));
+    cr_expect_null(getenv(HVD_ENV_CROSS_SIZE));
+    cr_expect_str_eq(getenv(HVD_ENV_RANK), "0");
+    cr_expect_str_eq(value_of(&c, HVD_ENV_HOSTNAME), "me");
+}
+
+/* horovodrun's contract holds the table's variables for the rank's place
+ * in the plan, plus its own. */
+Test(env, contract_holds_the_table)
+{
+    struct hvd_hostlist hl;
+    struct hvd_plan p;
+    struct hvd_strvec env;
+    struct calls c = {0};
+
+    hvd_hostlist_init(&hl);
+    cr_assert_eq(hvd_hostlist_parse_spec(&hl, "a:2,b:2", NULL, 0), 0);
+    cr_assert_eq(hvd_plan_build(&p, &hl, 4), 0);
+    hvd_strvec_init(&env);
+    cr_assert_eq(hvd_env_contract(&env, &p, &hl, 3, &ep), 0);
+    const struct hvd_env_place pl = {3, 4, 1, 2, 1, 2, "b"};
+    cr_assert_eq(hvd_env_place_put(&pl, record, &c), 0);
+    for (int i = 0; i < c.n; i++) {
+        const char *v = hvd_strvec_getenv(&env, c.name[i]);
+        cr_assert_not_null(v, "%s missing", c.name[i]);
+        cr_expect_str_eq(v, c.value[i], "%s", c.name[i]);
+    }
     hvd_strvec_close(&env);
     hvd_plan_close(&p);
     hvd_hostlist_close(&hl);
