@@ -11,6 +11,7 @@
 #include "engine.h"
 #include "gpu/device.h"
 #include "gpu/gpu.h"
+#include "hvd_build.h"
 #include "join.h"
 #include "setting.h"
 #include "transport/mpi_backend.h"
@@ -132,6 +133,61 @@ GETTER(hvd_local_size, local_size)
 GETTER(hvd_cross_rank, cross_rank)
 GETTER(hvd_cross_size, cross_size)
 #undef GETTER
+
+HVD_EXPORT int hvd_built(const char *feature)
+{
+    if (feature == NULL)
+        return 0;
+    if (strcmp(feature, "mpi") == 0)
+        return HVD_HAVE_MPI;
+    if (strcmp(feature, "cuda") == 0)
+        return HVD_HAVE_CUDA;
+#if HVD_HAVE_NCCL
+    if (strcmp(feature, "nccl") == 0)
+        return hvd__nccl_version();
+#endif
+    return 0;
+}
+
+HVD_EXPORT const char *hvd_transport(void)
+{
+    struct hvd_ctx *c = g_ctx;
+    return c ? c->tp->name : "";
+}
+
+/* Starts (path non-NULL) or stops rank 0's timeline through the background
+ * thread, which writes it; other ranks, and a job of one, which has no
+ * background thread and records no timeline, do nothing. */
+static int timeline(const char *what, const char *path, int mark_cycles)
+{
+    char err[HVD_ERRMSG] = "", msg[HVD_ERRMSG + 64];
+    struct hvd_ctx *c = g_ctx;
+    if (c == NULL) {
+        snprintf(msg, sizeof(msg), "%s() before hvd_init()", what);
+        return fail(HVD_ENOTINIT, msg);
+    }
+    if (c->rank != 0 || c->standalone)
+        return 0;
+    int rc = hvd__engine_timeline(c, path, mark_cycles, err, sizeof(err));
+    if (rc) {
+        snprintf(msg, sizeof(msg), "%s on rank 0: %s", what,
+                 err[0] ? err : hvd_strerror(rc));
+        fail(rc, msg);
+    }
+    return rc;
+}
+
+HVD_EXPORT int hvd_start_timeline(const char *path, int mark_cycles)
+{
+    if (g_ctx && (path == NULL || path[0] == '\0'))
+        return fail(HVD_EINVAL, "hvd_start_timeline: no file path");
+    return timeline("hvd_start_timeline", path, mark_cycles);
+}
+
+HVD_EXPORT int hvd_stop_timeline(void)
+{
+    return timeline("hvd_stop_timeline", NULL, 0);
+}
 
 HVD_EXPORT int hvd_device(void)
 {

@@ -65,6 +65,11 @@ struct hvd_request {
     char err[HVD_ERRMSG];
     int left;     /* parts not finished; the background thread's */
     int shutdown; /* not a collective: stop the background thread */
+    /* Not a collective either: start the timeline in tl_path (replacing
+     * the one running) or, when tl_path is NULL, stop it. */
+    int timeline;
+    const char *tl_path;
+    int tl_mark_cycles;
     struct hvd_request *next;
     int nparts;
     struct hvd_work parts[];

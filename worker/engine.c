@@ -337,6 +337,25 @@ out:
     free(mine);
 }
 
+/* Carries out a timeline request (hvd__engine_timeline): the timeline is
+ * this thread's, so it alone opens and closes it. */
+static void set_timeline(struct hvd_ctx *c, struct hvd_request *op)
+{
+    struct hvd_timeline tl;
+    if (op->tl_path == NULL) {
+        hvd__timeline_close(&c->tl);
+        return;
+    }
+    if (hvd__timeline_open(&tl, op->tl_path, op->tl_mark_cycles) != 0) {
+        op->rc = HVD_ESYS;
+        snprintf(op->err, sizeof(op->err), "cannot open '%.300s': %s",
+                 op->tl_path, strerror(errno));
+        return;
+    }
+    hvd__timeline_close(&c->tl);
+    c->tl = tl;
+}
+
 /* Takes everything submitted; returns a shutdown request if one came. */
 static struct hvd_request *take_submitted(struct hvd_ctx *c)
 {
@@ -353,6 +372,10 @@ static struct hvd_request *take_submitted(struct hvd_ctx *c)
         int nparts = op->nparts;
         if (op->shutdown)
             stop = op;
+        if (op->timeline) {
+            set_timeline(c, op);
+            finish_op(c, op);
+        }
         for (int i = 0; i < nparts; i++)
             admit(c, &op->parts[i]);
         op = next;
@@ -564,6 +587,18 @@ int hvd__engine_wait(struct hvd_ctx *c, struct hvd_request *op)
         pthread_cond_wait(&c->cv, &c->mu);
     pthread_mutex_unlock(&c->mu);
     return op->rc;
+}
+
+int hvd__engine_timeline(struct hvd_ctx *c, const char *path, int mark_cycles,
+                         char *err, size_t errlen)
+{
+    struct hvd_request req = {
+        .timeline = 1, .tl_path = path, .tl_mark_cycles = mark_cycles};
+    hvd__engine_submit(c, &req);
+    int rc = hvd__engine_wait(c, &req);
+    if (rc)
+        snprintf(err, errlen, "%s", req.err);
+    return rc;
 }
 
 void hvd__engine_stop(struct hvd_ctx *c)

@@ -35,11 +35,13 @@ static const char *kind_name(int k)
     return k >= 0 && k < 4 ? n[k] : "operation";
 }
 
+/* Indexed by hvd_dtype value. */
 static const char *dtype_name(int d)
 {
-    static const char *n[] = {"uint8",   "int8",     "int32",   "int64",
-                              "float16", "bfloat16", "float32", "float64"};
-    return d >= 0 && d < 8 ? n[d] : "unknown";
+    static const char *n[] = {"uint8",   "int8",    "int32",
+                              "int64",   "float16", "bfloat16",
+                              "float32", "float64", "int16"};
+    return d >= 0 && d < (int)(sizeof(n) / sizeof(n[0])) ? n[d] : "unknown";
 }
 
 static const char *op_name(int o)

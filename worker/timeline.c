@@ -120,6 +120,12 @@ void hvd__timeline_phase(struct hvd_timeline *tl, const char *tensor,
     char esc[600], obj[1024];
     if (tl->fd < 0)
         return;
+    /* A phase begun before a timeline started at run time shows from the
+     * timeline's start. */
+    if (start_us < tl->t0_us) {
+        dur_us -= tl->t0_us - start_us;
+        start_us = tl->t0_us;
+    }
     size_t id = tensor_id(tl, tensor);
     escape(esc, sizeof(esc), tensor);
     snprintf(obj, sizeof(obj),

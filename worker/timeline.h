@@ -19,7 +19,8 @@ struct hvd_timeline {
 int hvd__timeline_open(struct hvd_timeline *tl, const char *path,
                        int mark_cycles);
 void hvd__timeline_close(struct hvd_timeline *tl);
-/* One phase of a tensor, from start_us for dur_us (monotonic clock). */
+/* One phase of a tensor, from start_us for dur_us (monotonic clock); the
+ * part before the timeline was opened is left out. */
 void hvd__timeline_phase(struct hvd_timeline *tl, const char *tensor,
                          const char *phase, int64_t start_us, int64_t dur_us,
                          const char *args_json);

@@ -97,7 +97,10 @@ static void test_semantics(void)
     static const size_t sizes[] = {5, 1031};
     for (size_t s = 0; s < 2; s++) {
         size_t n = sizes[s];
-        for (int dt = HVD_UINT8; dt <= HVD_INT64; dt++) {
+        static const hvd_dtype ints[] = {HVD_UINT8, HVD_INT8, HVD_INT16,
+                                         HVD_INT32, HVD_INT64};
+        for (size_t k = 0; k < sizeof(ints) / sizeof(ints[0]); k++) {
+            hvd_dtype dt = ints[k];
             test_allreduce(dt, HVD_SUM, n, big, "wrap");
             test_allreduce(dt, HVD_AVERAGE, n, big, "wrap");
             test_allreduce(dt, HVD_PRODUCT, n, sixteen, "wrap");
@@ -118,6 +121,7 @@ static void test_place(void)
     const char *r = getenv("OMPI_COMM_WORLD_RANK");
     const char *lr = getenv("OMPI_COMM_WORLD_LOCAL_RANK");
     const char *ls = getenv("OMPI_COMM_WORLD_LOCAL_SIZE");
+    check(hvd_built("mpi") == 1, "hvd_built(\"mpi\") in an MPI build");
     if (r == NULL) {
         check(rank == 0 && size == 1 && hvd_local_rank() == 0 &&
                   hvd_local_size() == 1,
@@ -130,6 +134,7 @@ static void test_place(void)
           "local rank and size");
     check(hvd_cross_rank() == 0 && hvd_cross_size() == 1,
           "cross rank and size on one host");
+    check(strcmp(hvd_transport(), "mpi") == 0, "the mpi transport");
 }
 
 /*

@@ -207,7 +207,7 @@ int main(int argc, char **argv)
         return die_test(atoi(argv[2]), SIGSTOP);
 
     static const size_t sizes[] = {0, 1, 7, 1027};
-    for (int dt = HVD_UINT8; dt <= HVD_FLOAT64; dt++)
+    for (int dt = HVD_UINT8; dt <= ELEMS_LAST_DTYPE; dt++)
         for (int op = HVD_SUM; op <= HVD_PRODUCT; op++)
             for (size_t s = 0; s < sizeof(sizes) / sizeof(sizes[0]); s++)
                 test_allreduce(sizes[s], (hvd_dtype)dt, (hvd_op)op, s & 1);
@@ -229,6 +229,7 @@ int main(int argc, char **argv)
     test_barrier();
     if (big)
         test_allreduce(16u << 20, HVD_FLOAT32, HVD_SUM, 1); /* 64 MiB */
+    printf("collcheck: rank %d transport %s\n", rank, hvd_transport());
     printf("collcheck: rank %d of %d: %d checks, %d failures\n", rank, size,
            checks, failures);
     hvd_shutdown();

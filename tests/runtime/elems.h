@@ -11,9 +11,11 @@
 #include "hvd.h"
 #include "reduce.h"
 
+/* By dtype value, every dtype; loops run up to ELEMS_LAST_DTYPE. */
 static const char *const dt_names[] = {"uint8",   "int8",    "int32",
                                        "int64",   "float16", "bfloat16",
-                                       "float32", "float64"};
+                                       "float32", "float64", "int16"};
+#define ELEMS_LAST_DTYPE HVD_INT16
 static const char *const op_names[] = {"sum", "average", "min", "max",
                                        "product"};
 
@@ -26,6 +28,9 @@ static inline void store(void *buf, size_t i, hvd_dtype dt, double v)
         break;
     case HVD_INT8:
         ((int8_t *)buf)[i] = (int8_t)(int64_t)v;
+        break;
+    case HVD_INT16:
+        ((int16_t *)buf)[i] = (int16_t)(int64_t)v;
         break;
     case HVD_INT32:
         ((int32_t *)buf)[i] = (int32_t)(int64_t)v;

@@ -15,6 +15,7 @@ CHECK = os.environ["HVD_COLLCHECK"]
 NEG = os.environ["HVD_NEGCHECK"]
 STALL = os.environ["HVD_STALLCHECK"]
 LINEBUF = os.environ["HVD_LINEBUF"]
+TLCHECK = os.environ["HVD_TLCHECK"]
 
 # A client that connects to the rendezvous server with a wrong secret.
 BOGUS = r'''
@@ -149,6 +150,63 @@ class RuntimeTest(unittest.TestCase):
                 events = json.load(f)
             # (How many 'big' allreduces made it in depends on speed.)
             self.assertIsInstance(events, list)
+
+    def tlcheck(self, args, np, env=None):
+        """Runs tlcheck; returns the transport each rank named."""
+        p, _ = run(args, env=env, timeout=120)
+        out = p.stdout + p.stderr
+        self.assertEqual(p.returncode, 0, out[-3000:])
+        done = re.findall(r"tlcheck: rank (\d+) of (\d+): \d+ checks, "
+                          r"0 failures", p.stdout)
+        self.assertEqual(sorted(int(r) for r, _ in done), list(range(np)),
+                         out[-3000:])
+        return dict((int(r), t) for r, t in
+                    re.findall(r"tlcheck: rank (\d+) transport (\S+)",
+                               p.stdout))
+
+    def test_timeline_started_and_stopped_at_run_time(self):
+        def tensors(path):
+            with open(path) as f:
+                events = json.load(f)
+            return ({e["args"]["name"] for e in events if e["ph"] == "M"},
+                    any(e["name"] == "CYCLE_START" for e in events))
+
+        def prefixes(names):
+            return {n.split(".")[0] for n in names} - {"bg"}
+
+        for shm_off in ("0", "1"):
+            with self.subTest(shm_off=shm_off), \
+                    tempfile.TemporaryDirectory() as tmp:
+                first, second, start = (os.path.join(tmp, n) for n in
+                                        ("tl1.json", "tl2.json", "env.json"))
+                env = dict(os.environ, HOROVOD_SHM_DISABLE=shm_off)
+                tps = self.tlcheck([HR, "-np", "2", "--timeline-filename",
+                                    start, TLCHECK, first, second], 2, env)
+                want = "ring" if shm_off == "1" else "shm"
+                self.assertEqual(tps, {0: want, 1: want})
+                # HOROVOD_TIMELINE from start-up, replaced by the first
+                # hvd_start_timeline: closed, valid, and only what came
+                # before.
+                names, _ = tensors(start)
+                self.assertEqual(prefixes(names), {"before"})
+                names, cycles = tensors(first)
+                self.assertEqual(prefixes(names), {"tl1"})
+                self.assertTrue({"tl1.0", "tl1.1", "tl1.2"} <= names)
+                self.assertTrue(cycles, "mark_cycles=1 marks no cycle")
+                # The second, kept when a third could not be opened, and
+                # stopped before "after".
+                names, cycles = tensors(second)
+                self.assertEqual(prefixes(names), {"tl2", "tl2b"})
+                self.assertFalse(cycles)
+                tensors(second + ".turns")
+        # A job of one records no timeline.
+        with tempfile.TemporaryDirectory() as tmp:
+            env = {k: v for k, v in os.environ.items()
+                   if not k.startswith("HOROVOD_")}
+            first = os.path.join(tmp, "tl1.json")
+            tps = self.tlcheck([TLCHECK, first, first + "2"], 1, env)
+            self.assertEqual(tps, {0: "ring"})
+            self.assertEqual(os.listdir(tmp), [])
 
     def test_stdout_is_line_buffered_after_init(self):
         p = subprocess.Popen([HR, "-np", "2", LINEBUF], stdout=subprocess.PIPE,

@@ -17,6 +17,7 @@ HASH_RE = re.compile(r"collcheck: (identical \S+ n=\d+) hash ([0-9a-f]{16})")
 DONE_RE = re.compile(r"collcheck: rank (\d+) of (\d+): (\d+) checks, "
                      r"(\d+) failures")
 TRANSPORT_RE = re.compile(r"hvd: debug: rank (\d+): transport: (.*)")
+NAME_RE = re.compile(r"collcheck: rank (\d+) transport (\S+)")
 
 
 def run(args, env=None, timeout=240):
@@ -71,6 +72,12 @@ class TransportTest(unittest.TestCase):
         self.assertEqual(sorted(transports), list(range(np)), p.stderr)
         hashes = dict(HASH_RE.findall(p.stdout))
         self.assertEqual(len(hashes), 2, p.stdout[-3000:])
+        # hvd_transport() names the transport that the log describes.
+        names = set(t for _, t in NAME_RE.findall(p.stdout))
+        self.assertEqual(len(names), 1, p.stdout[-3000:])
+        self.assertTrue(transports[0].startswith(
+            {"shm": "shared memory", "ring": "TCP ring"}[names.pop()]),
+            transports)
         return transports, hashes
 
     def test_shared_memory_gives_the_tcp_rings_bits(self):

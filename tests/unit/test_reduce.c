@@ -21,8 +21,8 @@
 #define NELEMS(a) (sizeof(a) / sizeof((a)[0]))
 
 static const hvd_dtype all_dtypes[] = {
-    HVD_UINT8,   HVD_INT8,     HVD_INT32,   HVD_INT64,
-    HVD_FLOAT16, HVD_BFLOAT16, HVD_FLOAT32, HVD_FLOAT64,
+    HVD_UINT8,    HVD_INT8,    HVD_INT32,   HVD_INT64, HVD_FLOAT16,
+    HVD_BFLOAT16, HVD_FLOAT32, HVD_FLOAT64, HVD_INT16,
 };
 static const hvd_op all_ops[] = {HVD_SUM, HVD_AVERAGE, HVD_MIN, HVD_MAX,
                                  HVD_PRODUCT};
@@ -152,6 +152,7 @@ Test(reduce, acc_dtype)
     cr_expect_eq(hvd__acc_dtype(HVD_BFLOAT16), HVD_FLOAT32);
     cr_expect_eq(hvd__acc_dtype(HVD_UINT8), HVD_UINT8);
     cr_expect_eq(hvd__acc_dtype(HVD_INT8), HVD_INT8);
+    cr_expect_eq(hvd__acc_dtype(HVD_INT16), HVD_INT16);
     cr_expect_eq(hvd__acc_dtype(HVD_INT32), HVD_INT32);
     cr_expect_eq(hvd__acc_dtype(HVD_INT64), HVD_INT64);
     cr_expect_eq(hvd__acc_dtype(HVD_FLOAT32), HVD_FLOAT32);
@@ -465,6 +466,8 @@ static int64_t get_int(const void *buf, size_t i, hvd_dtype dt)
         return ((const uint8_t *)buf)[i];
     case HVD_INT8:
         return ((const int8_t *)buf)[i];
+    case HVD_INT16:
+        return ((const int16_t *)buf)[i];
     case HVD_INT32:
         return ((const int32_t *)buf)[i];
     case HVD_INT64:
@@ -498,6 +501,9 @@ static void fill_random(void *buf, size_t n, hvd_dtype dt)
         case HVD_UINT8:
         case HVD_INT8:
             ((uint8_t *)buf)[i] = (uint8_t)r;
+            break;
+        case HVD_INT16:
+            ((uint16_t *)buf)[i] = (uint16_t)r;
             break;
         case HVD_INT32:
             ((uint32_t *)buf)[i] = (uint32_t)r;
@@ -563,8 +569,8 @@ static void check_against_reference(hvd_dtype dt, hvd_op op, size_t n, int nr)
     run_pipeline(out, in, nr, n, dt, op);
 
     for (size_t i = 0; i < n; i++) {
-        if (dt == HVD_UINT8 || dt == HVD_INT8 || dt == HVD_INT32 ||
-            dt == HVD_INT64) {
+        if (dt == HVD_UINT8 || dt == HVD_INT8 || dt == HVD_INT16 ||
+            dt == HVD_INT32 || dt == HVD_INT64) {
             int64_t v[4];
             int bits = (int)hvd_dtype_size(dt) * 8;
             for (int r = 0; r < nr; r++)
@@ -627,7 +633,7 @@ Test(reduce, every_dtype_and_op_against_reference)
 Test(reduce, three_operand_kernels_match_copy_then_reduce)
 {
     const size_t sizes[] = {1, 63, 64, 65, 1003};
-    const hvd_dtype accs[] = {HVD_UINT8, HVD_INT8,    HVD_INT32,
+    const hvd_dtype accs[] = {HVD_UINT8, HVD_INT8,    HVD_INT16,  HVD_INT32,
                               HVD_INT64, HVD_FLOAT32, HVD_FLOAT64};
     uint8_t a[1003 * 8], b[1003 * 8], want[1003 * 8], got[1003 * 8 + 1];
     uint32_t x = 12345;
@@ -791,6 +797,21 @@ Test(reduce, integer_wraparound)
     cr_expect_eq(i8p[2], 0);
     cr_expect_eq(i8p[3], 124); /* -132 + 256 */
 
+    int16_t i16a[] = {INT16_MAX, INT16_MIN, -300, 5};
+    const int16_t i16b[] = {1, -1, -32600, -10};
+    hvd__reduce(i16a, i16b, 4, HVD_INT16, HVD_SUM);
+    cr_expect_eq(i16a[0], INT16_MIN);
+    cr_expect_eq(i16a[1], INT16_MAX);
+    cr_expect_eq(i16a[2], 32636); /* -32900 + 65536 */
+    cr_expect_eq(i16a[3], -5);
+    int16_t i16p[] = {256, INT16_MIN, 181, -3};
+    const int16_t i16q[] = {256, -1, 182, 5};
+    hvd__reduce(i16p, i16q, 4, HVD_INT16, HVD_PRODUCT);
+    cr_expect_eq(i16p[0], 0);
+    cr_expect_eq(i16p[1], INT16_MIN);
+    cr_expect_eq(i16p[2], -32594); /* 32942 - 65536 */
+    cr_expect_eq(i16p[3], -15);
+
     int32_t i32a[] = {INT32_MAX, INT32_MIN, -5};
     const int32_t i32b[] = {1, -1, 3};
     hvd__reduce(i32a, i32b, 3, HVD_INT32, HVD_SUM);
@@ -835,6 +856,18 @@ Test(reduce, integer_min_max_are_signed_aware)
     cr_expect_eq(c[1], 127);
     cr_expect_eq(c[2], 1);
 
+    int16_t s[] = {INT16_MIN, INT16_MAX, -1};
+    const int16_t t[] = {0, -1, 1};
+    int16_t w[] = {INT16_MIN, INT16_MAX, -1};
+    hvd__reduce(s, t, 3, HVD_INT16, HVD_MIN);
+    hvd__reduce(w, t, 3, HVD_INT16, HVD_MAX);
+    cr_expect_eq(s[0], INT16_MIN);
+    cr_expect_eq(s[1], -1);
+    cr_expect_eq(s[2], -1);
+    cr_expect_eq(w[0], 0);
+    cr_expect_eq(w[1], INT16_MAX);
+    cr_expect_eq(w[2], 1);
+
     uint8_t u[] = {200, 0};
     const uint8_t v[] = {100, 255};
     hvd__reduce(u, v, 2, HVD_UINT8, HVD_MAX);
@@ -866,6 +899,17 @@ Test(reduce, integer_average_truncates_towards_zero)
     hvd__finish(i8out, i8, 4, HVD_INT8, HVD_AVERAGE, 1);
     cr_expect_arr_eq(i8out, i8, sizeof(i8));
 
+    int16_t i16[] = {-7, 7, INT16_MIN, INT16_MAX};
+    int16_t i16out[4];
+    hvd__finish(i16out, i16, 4, HVD_INT16, HVD_AVERAGE, 3);
+    cr_expect_eq(i16out[0], -2);
+    cr_expect_eq(i16out[1], 2);
+    cr_expect_eq(i16out[2], -10922);
+    cr_expect_eq(i16out[3], 10922);
+    hvd__finish(i16out, i16, 4, HVD_INT16, HVD_AVERAGE, 40000);
+    cr_expect_eq(i16out[2], 0);
+    cr_expect_eq(i16out[3], 0);
+
     uint8_t u8[] = {7, 255};
     hvd__finish(u8, u8, 2, HVD_UINT8, HVD_AVERAGE, 2);
     cr_expect_eq(u8[0], 3);
@@ -882,16 +926,17 @@ Test(reduce, integer_average_truncates_towards_zero)
 }
 
 /*
- * The vector loops divide integers in float (8-bit) or double (int32):
- * they must give C's truncating division for every 8-bit value and for
- * int32 extremes, whatever the size, over enough elements (a multiple of
- * 64 and more) that the vector part runs.
+ * The vector loops divide integers in float (8- and 16-bit) or double
+ * (int32): they must give C's truncating division for every 8- and 16-bit
+ * value and for int32 extremes, whatever the size, over enough elements
+ * (a multiple of 64 and more) that the vector part runs.
  */
 Test(reduce, integer_average_matches_c_division_in_the_vector_loops)
 {
     enum { N = 4096 + 3 };
     static uint8_t u8[N];
     static int8_t i8[N];
+    static int16_t i16[65536];
     static int32_t i32[N], in32[N];
     const int sizes[] = {1,          2,        3,     7,       100,
                          255,        256,      65537, 1 << 24, (1 << 24) + 1,
@@ -914,6 +959,13 @@ Test(reduce, integer_average_matches_c_division_in_the_vector_loops)
                 v = (int32_t)(uint32_t)rnd();
             in32[i] = (int32_t)v;
         }
+        for (size_t i = 0; i < 65536; i++)
+            i16[i] = (int16_t)(uint16_t)i;
+        hvd__finish(i16, i16, 65536, HVD_INT16, HVD_AVERAGE, size);
+        for (size_t i = 0; i < 65536; i++)
+            cr_assert_eq(i16[i], (int16_t)((int)(int16_t)(uint16_t)i / size),
+                         "int16 %d / %d: got %d", (int16_t)(uint16_t)i, size,
+                         i16[i]);
         memcpy(i32, in32, sizeof(i32));
         hvd__finish(u8, u8, N, HVD_UINT8, HVD_AVERAGE, size);
         hvd__finish(i8, i8, N, HVD_INT8, HVD_AVERAGE, size);

@@ -57,6 +57,10 @@ int hvd__gpu_count(void);
  * host access to it crashes; only hvd__gpu_copy reaches its bytes. */
 void *hvd__gpu_fake_alloc(size_t n);
 
+/* NCCL_VERSION_CODE of the NCCL this library was built with (gpu_nccl.c,
+ * in NCCL builds only). */
+int hvd__nccl_version(void);
+
 /* The CUDA runtime's answers (gpu_cuda.c, in CUDA builds only). */
 int hvd__cuda_is_device(const void *p, int *device);
 int hvd__cuda_copy(void *dst, const void *src, size_t n, int device, char *err,

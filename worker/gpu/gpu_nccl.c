@@ -27,15 +27,33 @@ struct hvd_nccl {
     size_t fuse_cap;
 };
 
-static int nccl_type(hvd_dtype dt, ncclDataType_t *t)
+/* NCCL's types, by dtype; the dtypes past the end (int16) have none. */
+static const ncclDataType_t nccl_types[] = {
+    ncclUint8,   ncclInt8,     ncclInt32,   ncclInt64,
+    ncclFloat16, ncclBfloat16, ncclFloat32, ncclFloat64};
+
+/* Whether NCCL can reduce dt. */
+static int nccl_reduces(hvd_dtype dt)
 {
-    static const ncclDataType_t map[] = {ncclUint8,   ncclInt8,    ncclInt32,
-                                         ncclInt64,   ncclFloat16, ncclBfloat16,
-                                         ncclFloat32, ncclFloat64};
-    if ((int)dt < 0 || (size_t)dt >= sizeof(map) / sizeof(map[0]))
-        return -1;
-    *t = map[dt];
-    return 0;
+    return (int)dt >= 0 &&
+           (size_t)dt < sizeof(nccl_types) / sizeof(nccl_types[0]);
+}
+
+/*
+ * The type NCCL moves dt as, and *unit, how many elements of it make one
+ * of dt: NCCL's own type (unit 1) where it has one, else bytes, which
+ * serve broadcast and allgather (copies) but never a reduction.
+ */
+static int nccl_type(hvd_dtype dt, ncclDataType_t *t, size_t *unit)
+{
+    *unit = 1;
+    if (nccl_reduces(dt)) {
+        *t = nccl_types[dt];
+        return 0;
+    }
+    *t = ncclUint8;
+    *unit = hvd_dtype_size(dt);
+    return *unit ? 0 : -1;
 }
 
 static ncclRedOp_t nccl_op(hvd_op op)
@@ -62,10 +80,10 @@ static int nccl_can(const struct hvd_work *w)
                    w->dtype == HVD_FLOAT32 || w->dtype == HVD_FLOAT64;
     if (w->kind != HVD_OP_ALLREDUCE)
         return w->kind == HVD_OP_BROADCAST || w->kind == HVD_OP_ALLGATHER;
-    /* NCCL averages integers in its own way, and has no compression or
-     * scaling: those take the host path. */
-    return !w->compress && w->prescale == 1 && w->postscale == 1 &&
-           (is_float || w->op_kind != HVD_AVERAGE);
+    /* NCCL averages integers in its own way, cannot reduce int16, and has
+     * no compression or scaling: those take the host path. */
+    return nccl_reduces(w->dtype) && !w->compress && w->prescale == 1 &&
+           w->postscale == 1 && (is_float || w->op_kind != HVD_AVERAGE);
 }
 
 static void say(char *err, size_t errlen, const char *what, ncclResult_t r)
@@ -270,9 +288,10 @@ static int allreduce(struct hvd_ctx *c, struct hvd_nccl *g,
 }
 
 /* Every rank's count over the host transport, then each rank's block
- * broadcast from it into a new device buffer. */
+ * broadcast from it into a new device buffer; unit elements of t make one
+ * of w's. */
 static int allgather(struct hvd_ctx *c, struct hvd_nccl *g, struct hvd_work *w,
-                     ncclDataType_t t, char *err, size_t errlen)
+                     ncclDataType_t t, size_t unit, char *err, size_t errlen)
 {
     size_t es = hvd_dtype_size(w->dtype), n = (size_t)c->size, total = 0;
     void *out = NULL;
@@ -289,8 +308,8 @@ static int allgather(struct hvd_ctx *c, struct hvd_nccl *g, struct hvd_work *w,
     ncclResult_t r = ncclGroupStart();
     size_t off = 0;
     for (size_t i = 0; i < n && r == ncclSuccess; i++) {
-        r = ncclBroadcast(w->sendbuf, (uint8_t *)out + off, w->counts[i], t,
-                          (int)i, g->comm, g->stream);
+        r = ncclBroadcast(w->sendbuf, (uint8_t *)out + off, w->counts[i] * unit,
+                          t, (int)i, g->comm, g->stream);
         off += w->counts[i] * es;
     }
     ncclResult_t r2 = ncclGroupEnd();
@@ -311,24 +330,33 @@ static int nccl_exec(struct hvd_ctx *c, struct hvd_work **ws, int n, char *err,
     struct hvd_work *w = ws[0];
     struct hvd_nccl *g = NULL;
     ncclDataType_t t;
+    size_t unit;
     int rc = get_comm(c, w->device_id, &g, err, errlen);
     if (rc)
         return rc;
-    if (cudaSetDevice(g->device) != cudaSuccess || nccl_type(w->dtype, &t))
+    if (cudaSetDevice(g->device) != cudaSuccess ||
+        nccl_type(w->dtype, &t, &unit))
         return HVD_EINVAL;
     switch (w->kind) {
     case HVD_OP_ALLREDUCE:
-        return allreduce(c, g, ws, n, t, err, errlen);
+        /* nccl_can lets through only the types NCCL reduces. */
+        return nccl_reduces(w->dtype) ? allreduce(c, g, ws, n, t, err, errlen)
+                                      : HVD_EINVAL;
     case HVD_OP_BROADCAST:
         return run_group(c, g,
-                         ncclBroadcast(w->recvbuf, w->recvbuf, w->count, t,
-                                       w->root, g->comm, g->stream),
+                         ncclBroadcast(w->recvbuf, w->recvbuf, w->count * unit,
+                                       t, w->root, g->comm, g->stream),
                          "ncclBroadcast", err, errlen);
     case HVD_OP_ALLGATHER:
-        return allgather(c, g, w, t, err, errlen);
+        return allgather(c, g, w, t, unit, err, errlen);
     default:
         return HVD_EINVAL;
     }
+}
+
+int hvd__nccl_version(void)
+{
+    return NCCL_VERSION_CODE;
 }
 
 /* Destroys the communicator (at shutdown). */

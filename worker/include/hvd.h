@@ -46,6 +46,7 @@ enum hvd_errno {
 #undef XX
 };
 
+/* The values are ABI: a new dtype takes the next free number. */
 typedef enum hvd_dtype {
     HVD_UINT8 = 0,
     HVD_INT8 = 1,
@@ -54,7 +55,8 @@ typedef enum hvd_dtype {
     HVD_FLOAT16 = 4,  /* IEEE 754 binary16, as uint16_t bits */
     HVD_BFLOAT16 = 5, /* bfloat16, as uint16_t bits */
     HVD_FLOAT32 = 6,
-    HVD_FLOAT64 = 7
+    HVD_FLOAT64 = 7,
+    HVD_INT16 = 8
 } hvd_dtype;
 
 typedef enum hvd_op {
@@ -67,6 +69,14 @@ typedef enum hvd_op {
 
 /* Size in bytes of one element of dtype, or 0 for an unknown dtype. */
 HVD_EXPORT size_t hvd_dtype_size(hvd_dtype dtype);
+
+/*
+ * Whether this libhvd was built with feature: for "mpi" and "cuda" 1, for
+ * "nccl" the NCCL_VERSION_CODE it was built against (e.g. 22105 for NCCL
+ * 2.21.5); 0 when it was built without it, for any other name, and for
+ * NULL. May be called before hvd_init.
+ */
+HVD_EXPORT int hvd_built(const char *feature);
 
 /*
  * Joins the job. Under horovodrun it reads the environment horovodrun set,
@@ -91,6 +101,14 @@ HVD_EXPORT int hvd_local_rank(void);
 HVD_EXPORT int hvd_local_size(void);
 HVD_EXPORT int hvd_cross_rank(void);
 HVD_EXPORT int hvd_cross_size(void);
+
+/*
+ * The host transport hvd_init chose: "ring" (TCP ring; also a job of
+ * one), "shm" (shared memory, every rank on one host), "hier" (shared
+ * memory within each host and a ring between hosts) or "mpi". "" before
+ * hvd_init. The string is static.
+ */
+HVD_EXPORT const char *hvd_transport(void);
 
 /*
  * The CUDA device this rank should use: 0 when horovodrun pinned the rank
@@ -191,6 +209,21 @@ HVD_EXPORT int hvd_allreduce_ex_async(const void *sendbuf, void *recvbuf,
 HVD_EXPORT int hvd_poll(hvd_handle handle);
 /* Waits for the operation, frees the handle and returns its result. */
 HVD_EXPORT int hvd_wait(hvd_handle handle);
+
+/*
+ * Starts rank 0's timeline (a Chrome trace of every tensor's phases, as
+ * HOROVOD_TIMELINE writes from hvd_init) in path, truncating it; with
+ * mark_cycles nonzero it also marks each negotiation cycle. A timeline
+ * already running, from either, is closed first and stays a valid file;
+ * if path cannot be opened, it keeps running and the call fails with
+ * HVD_ESYS. On other ranks, and in a job of one (not started by
+ * horovodrun or mpirun), it does nothing and returns 0. HVD_EINVAL for a
+ * NULL or empty path, HVD_ENOTINIT before hvd_init.
+ */
+HVD_EXPORT int hvd_start_timeline(const char *path, int mark_cycles);
+/* Stops the timeline, leaving a valid JSON file; 0 also when none runs
+ * and on ranks other than 0. HVD_ENOTINIT before hvd_init. */
+HVD_EXPORT int hvd_stop_timeline(void);
 
 /*
  * What the last failing call in this thread was doing and why, naming the

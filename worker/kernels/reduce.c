@@ -11,6 +11,7 @@ HVD_EXPORT size_t hvd_dtype_size(hvd_dtype dt)
     case HVD_UINT8:
     case HVD_INT8:
         return 1;
+    case HVD_INT16:
     case HVD_FLOAT16:
     case HVD_BFLOAT16:
         return 2;
@@ -449,6 +450,7 @@ void hvd__widen(void *acc, const void *src, size_t n, hvd_dtype dt)
 
 INT_KERNELS(u8, uint8_t, uint8_t, LOOP)
 INT_KERNELS(i8, int8_t, uint8_t, LOOP)
+INT_KERNELS(i16, int16_t, uint16_t, LOOP)
 INT_KERNELS(i32, int32_t, uint32_t, LOOP)
 INT_KERNELS(i64, int64_t, uint64_t, LOOP4)
 FLOAT_KERNELS(f32, float, LOOP)
@@ -483,6 +485,9 @@ FLOAT_KERNELS(f64, double, LOOP4)
             break;                                                             \
         case HVD_INT8:                                                         \
             DISPATCH_OP(i8, sfx, __VA_ARGS__);                                 \
+            break;                                                             \
+        case HVD_INT16:                                                        \
+            DISPATCH_OP(i16, sfx, __VA_ARGS__);                                \
             break;                                                             \
         case HVD_INT32:                                                        \
             DISPATCH_OP(i32, sfx, __VA_ARGS__);                                \
@@ -524,7 +529,7 @@ void hvd__reduce3(void *dst, const void *a, const void *b, size_t n,
  * double, which gives the same quotient: an integer quotient is exact,
  * and otherwise the true quotient q is at least 1/size away from the
  * nearest integer while the rounding error is at most |q| * 2^-23 (float,
- * |a| <= 255) or |q| * 2^-52 (double, |a| <= 2^31), both well below
+ * |a| <= 2^15) or |q| * 2^-52 (double, |a| <= 2^31), both well below
  * 1/size, so truncation cannot cross an integer. When size exceeds 2^24
  * (float) it may round, but then |q| < 1 and both give 0. int64 has
  * neither an exact floating type nor vector division, and stays scalar.
@@ -540,6 +545,7 @@ void hvd__reduce3(void *dst, const void *a, const void *b, size_t n,
 
 AVERAGE(u8, uint8_t, float)
 AVERAGE(i8, int8_t, float)
+AVERAGE(i16, int16_t, float)
 AVERAGE(i32, int32_t, double)
 AVERAGE(f32, float, float)
 AVERAGE(f64, double, double)
@@ -594,6 +600,9 @@ void hvd__finish(void *dst, const void *acc, size_t n, hvd_dtype dt, hvd_op op,
         break;
     case HVD_INT8:
         i8_average(dst, n, size);
+        break;
+    case HVD_INT16:
+        i16_average(dst, n, size);
         break;
     case HVD_INT32:
         i32_average(dst, n, size);

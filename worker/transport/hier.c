@@ -165,6 +165,7 @@ static void hier_describe(const struct hvd_ctx *c, char *out, size_t len)
 }
 
 const struct hvd_transport hvd__transport_hier = {
+    .name = "hier",
     .connect = hier_connect,
     .allreduce = hier_allreduce,
     .reduce_segs = hier_reduce_segs,

@@ -74,6 +74,7 @@ static const char *level_name(int level)
 static hvd_dtype dtype_of(MPI_Datatype t)
 {
     return t == MPI_INT8_T    ? HVD_INT8
+           : t == MPI_INT16_T ? HVD_INT16
            : t == MPI_INT32_T ? HVD_INT32
            : t == MPI_INT64_T ? HVD_INT64
            : t == MPI_FLOAT   ? HVD_FLOAT32
@@ -247,6 +248,8 @@ static MPI_Datatype mpi_type(hvd_dtype dt)
     switch (dt) {
     case HVD_INT8:
         return MPI_INT8_T;
+    case HVD_INT16:
+        return MPI_INT16_T;
     case HVD_INT32:
         return MPI_INT32_T;
     case HVD_INT64:
@@ -471,6 +474,7 @@ static void mpi_describe(const struct hvd_ctx *c, char *out, size_t len)
 }
 
 const struct hvd_transport hvd__transport_mpi = {
+    .name = "mpi",
     .allreduce = mpi_allreduce,
     .broadcast = mpi_broadcast,
     .allgatherv = mpi_allgatherv,

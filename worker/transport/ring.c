@@ -489,6 +489,7 @@ static void tcp_describe(const struct hvd_ctx *c, char *out, size_t len)
 }
 
 const struct hvd_transport hvd__transport_ring = {
+    .name = "ring",
     .connect = tcp_connect,
     .allreduce = tcp_allreduce,
     .reduce_segs = tcp_reduce_segs,

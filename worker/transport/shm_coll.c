@@ -238,6 +238,7 @@ static void shm_describe(const struct hvd_ctx *c, char *out, size_t len)
 }
 
 const struct hvd_transport hvd__transport_shm = {
+    .name = "shm",
     .connect = shm_connect,
     .allreduce = shm_allreduce,
     .reduce_segs = shm_reduce_segs,

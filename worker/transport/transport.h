@@ -19,6 +19,8 @@ struct hvd_link;
  * in coll.c, as its comment says.
  */
 struct hvd_transport {
+    /* What hvd_transport() returns: "ring", "shm", "hier" or "mpi". */
+    const char *name;
     /* Connects the transport among the ranks of the rendezvous peer table
      * (NULL: the transport joins on its own, as MPI does). */
     int (*connect)(struct hvd_ctx *c, const struct hvd_link *l, char *err,
