@@ -1,6 +1,7 @@
 #!/bin/sh
 # Installs the Debian 12 packages the build and the tests need, if missing;
-# with --horovod also real Horovod 0.28.1 (scripts/install-horovod.sh).
+# with --torch also Debian's PyTorch and torchvision; with --horovod those
+# and real Horovod 0.28.1 (scripts/install-horovod.sh).
 set -eu
 cd "$(dirname "$0")/.."
 
@@ -19,15 +20,18 @@ for opt in "$@"; do
     # (libclang-rt-14-dev, only recommended by clang-14), and
     # llvm-symbolizer (llvm-14) for readable stack traces in reports.
     --fuzz) PKGS="$PKGS clang-14 libclang-rt-14-dev llvm-14" ;;
-    # Real Horovod for the tests of ranks that link it (tests/horovod):
-    # Debian's PyTorch, and what building Horovod from its sdist needs.
+    # Debian's PyTorch and torchvision, for horovod.torch's tests and the
+    # PyTorch example (both for /usr/bin/python3).
+    --torch) PKGS="$PKGS python3-torch python3-torchvision" ;;
+    # Also real Horovod, for the tests of ranks that link it
+    # (tests/horovod): what building Horovod from its sdist needs.
     --horovod)
         horovod=1
-        PKGS="$PKGS python3-torch libtorch-dev pybind11-dev python3-venv
-python3-dev python3-pip g++ cmake"
+        PKGS="$PKGS python3-torch python3-torchvision libtorch-dev
+pybind11-dev python3-venv python3-dev python3-pip g++ cmake"
         ;;
     *)
-        echo "usage: $0 [--bench] [--fuzz] [--horovod]" >&2
+        echo "usage: $0 [--bench] [--fuzz] [--torch] [--horovod]" >&2
         exit 2
         ;;
     esac

@@ -1,0 +1,140 @@
+"""Integration tests of horovod.torch (worker/python/horovod) on libhvd,
+with Debian's PyTorch, under horovodrun.
+
+torchcheck.py runs every collective, dtype and op against serial
+references, the collectives' gradients, the errors, and
+DistributedOptimizer against one process with the combined batch, in each
+rank at -np 2 and -np 4. torchkill.py kills a rank in the middle of a step.
+
+Environment: HVD_TORCH_PYTHON (default /usr/bin/python3, which sees
+Debian's python3-torch), HVD_LIBRARY (libhvd.so of the build) and
+HVD_PYTHONPATH (worker/python), set by meson.
+"""
+
+import os
+import re
+import subprocess
+import sys
+import unittest
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+TESTS = os.path.dirname(HERE)
+sys.path.insert(0, os.path.join(TESTS, "integration"))
+
+import hvdtest  # noqa: E402
+
+ROOT = os.path.dirname(TESTS)
+PY = os.environ.get("HVD_TORCH_PYTHON", "/usr/bin/python3")
+PYPATH = os.environ.get("HVD_PYTHONPATH", os.path.join(ROOT, "worker", "python"))
+LIB = os.environ.get("HVD_LIBRARY",
+                     os.path.join(hvdtest.BUILD, "worker", "libhvd.so"))
+
+
+def env(**extra):
+    values = dict(PYTHONPATH=PYPATH, HVD_LIBRARY=LIB,
+                  PYTHONDONTWRITEBYTECODE="1")
+    values.update(extra)
+    return hvdtest.base_env(**values)
+
+
+def setUpModule():
+    r = subprocess.run([PY, "-c", "import torch"], capture_output=True,
+                       text=True, env=env())
+    if r.returncode != 0:
+        raise RuntimeError("%s cannot import torch (%s): run "
+                           "scripts/install-deps.sh --horovod, which installs "
+                           "python3-torch" % (PY, r.stderr.strip()[-200:]))
+
+
+class TorchTest(unittest.TestCase):
+
+    def check_all_ok(self, np):
+        r = hvdtest.run(hvdtest.hr_args("-np", np, PY,
+                                        os.path.join(HERE, "torchcheck.py")),
+                        env=env(), timeout=400)
+        self.assertEqual(r.rc, 0, r.describe())
+        per, _ = hvdtest.prefixed(r.out_lines)
+        counts = set()
+        for rank in range(np):
+            oks = [m.group(1) for _, t in per.get(rank, [])
+                   for m in [re.match(r"torchcheck: rank %d: ok (\d+)$" % rank,
+                                      t)] if m]
+            self.assertEqual(len(oks), 1, r.describe())
+            counts.add(int(oks[0]))
+        self.assertEqual(len(counts), 1, counts)
+        self.assertGreaterEqual(counts.pop(), 20)
+
+    def test_np2(self):
+        self.check_all_ok(2)
+
+    def test_np4(self):
+        self.check_all_ok(4)
+
+    def test_killed_rank_fails_the_others(self):
+        r = hvdtest.run(hvdtest.hr_args("-np", 3, PY,
+                                        os.path.join(HERE, "torchkill.py")),
+                        env=env(), timeout=120)
+        self.assertEqual(r.rc, 128 + 9, r.describe())
+        per, _ = hvdtest.prefixed(r.out_lines)
+        for rank in (0, 1):
+            lines = [t for _, t in per.get(rank, [])]
+            self.assertTrue(any(
+                "HorovodInternalError" in t and "rank 2 (host localhost)" in t
+                for t in lines), r.describe())
+        self.assertIn(hvdtest.ERR_PREFIX + "rank 2 (host localhost, "
+                      "local_rank 2) was killed by signal 9 (SIGKILL)",
+                      r.err, r.describe())
+
+    def test_example_trains_with_equal_weights(self):
+        ckpt = os.path.join(os.environ.get("TMPDIR", "/tmp"),
+                            "hvdtest-torch-%d.pt" % os.getpid())
+        example = os.path.join(ROOT, "examples", "pytorch_train.py")
+        try:
+            r = hvdtest.run(hvdtest.hr_args(
+                "-np", 2, PY, example, "--steps", 6, "--fake-size", 512,
+                "--data-dir", "/nonexistent", "--log-every", 3,
+                "--checkpoint", ckpt), env=env(), timeout=300)
+            self.assertEqual(r.rc, 0, r.describe())
+            per, _ = hvdtest.prefixed(r.out_lines)
+            text = [t for _, t in per.get(0, [])]
+            self.assertIn("pytorch_train: weights equal on all 2 ranks", text)
+            self.assertTrue(any("FakeData" in t for t in text), text)
+            self.assertTrue(any(re.search(r"epoch 0: mean loss \d", t)
+                                for t in text), text)
+            load = ("import torch, sys; sd = torch.load(sys.argv[1]); "
+                    "print(len(sd), 'fc.weight' in sd)")
+            c = subprocess.run([PY, "-c", load, ckpt], capture_output=True,
+                               text=True, timeout=60)
+            self.assertEqual(c.stdout.split()[1:], ["True"], c.stderr)
+        finally:
+            if os.path.exists(ckpt):
+                os.unlink(ckpt)
+
+    def test_job_of_one_outside_horovodrun(self):
+        code = ("import horovod.torch as hvd, torch\n"
+                "try:\n    hvd.rank()\nexcept ValueError as e:\n"
+                "    print('before:', e)\n"
+                "hvd.init()\n"
+                "print(hvd.size(), hvd.rank(), hvd.local_rank(),\n"
+                "      hvd.allreduce(torch.tensor([3.0])).item())\n")
+        r = subprocess.run([PY, "-c", code], capture_output=True, text=True,
+                           env=env(), timeout=60)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertIn("before: Horovod has not been initialized; use "
+                      "hvd.init().", r.stdout)
+        self.assertIn("1 0 0 3.0", r.stdout)
+
+    def test_missing_library_is_one_clear_error(self):
+        r = subprocess.run([PY, "-c", "import horovod.torch"],
+                           capture_output=True, text=True,
+                           env=env(HVD_LIBRARY="/nonexistent/libhvd.so"),
+                           timeout=60)
+        self.assertNotEqual(r.returncode, 0)
+        last = r.stderr.strip().splitlines()[-1]
+        self.assertTrue(last.startswith("ImportError: horovod: cannot load "
+                                        "libhvd"), last)
+        self.assertIn("HVD_LIBRARY", last)
+
+
+if __name__ == "__main__":
+    unittest.main(verbosity=2)

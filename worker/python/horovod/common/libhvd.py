@@ -1,0 +1,145 @@
+"""The ctypes binding of libhvd, the C runtime (worker/include/hvd.h).
+
+Nothing here is compiled against a framework: tensors are passed to
+libhvd by data pointer, so one build serves every torch version.
+
+The library is found, in this order, at ``$HVD_LIBRARY`` (a path), next
+to this package (``horovod/_lib/``, where ``pip install`` puts it), or
+by the dynamic linker's search for ``libhvd.so.0``.
+"""
+
+import ctypes
+import ctypes.util
+import os
+
+from horovod.common.exceptions import HorovodInternalError
+
+# libhvd's dtypes (enum hvd_dtype).
+UINT8, INT8, INT32, INT64, FLOAT16, BFLOAT16, FLOAT32, FLOAT64, INT16 = range(9)
+# libhvd's reductions (enum hvd_op).
+SUM, AVERAGE, MIN, MAX, PRODUCT = range(5)
+# libhvd's compression of an allreduce (enum hvd_compression).
+COMPRESS_NONE, COMPRESS_FP16 = 0, 1
+
+# The codes of worker/include/hvd.h that are not failures of a peer or of
+# the job: a call the program got wrong.
+EINVAL = -1
+EMISMATCH = -22
+ENOTINIT = -13
+
+
+class AllreduceOpts(ctypes.Structure):
+    """struct hvd_allreduce_opts."""
+
+    _fields_ = [("prescale", ctypes.c_double),
+                ("postscale", ctypes.c_double),
+                ("compression", ctypes.c_int)]
+
+
+def _candidates():
+    env = os.environ.get("HVD_LIBRARY")
+    if env:
+        return [env]
+    here = os.path.join(os.path.dirname(os.path.dirname(
+        os.path.abspath(__file__))), "_lib")
+    found = ctypes.util.find_library("hvd")
+    return [os.path.join(here, "libhvd.so.0"), os.path.join(here, "libhvd.so"),
+            "libhvd.so.0"] + ([found] if found else [])
+
+
+def _load():
+    tried = []
+    for path in _candidates():
+        try:
+            return ctypes.CDLL(path), path
+        except OSError as e:
+            tried.append("%s (%s)" % (path, e))
+    raise ImportError(
+        "horovod: cannot load libhvd: tried %s; set HVD_LIBRARY to the "
+        "path of libhvd.so (for a build tree: build/worker/libhvd.so)"
+        % "; ".join(tried))
+
+
+lib, path = _load()
+
+_c = ctypes
+_SIG = {
+    "hvd_init": (_c.c_int, []),
+    "hvd_shutdown": (_c.c_int, []),
+    "hvd_rank": (_c.c_int, []),
+    "hvd_size": (_c.c_int, []),
+    "hvd_local_rank": (_c.c_int, []),
+    "hvd_local_size": (_c.c_int, []),
+    "hvd_cross_rank": (_c.c_int, []),
+    "hvd_cross_size": (_c.c_int, []),
+    "hvd_device": (_c.c_int, []),
+    "hvd_barrier": (_c.c_int, []),
+    "hvd_allreduce_ex_async": (_c.c_int, [
+        _c.c_void_p, _c.c_void_p, _c.c_size_t, _c.c_int, _c.c_int,
+        _c.c_char_p, _c.POINTER(AllreduceOpts), _c.POINTER(_c.c_void_p)]),
+    "hvd_grouped_allreduce_async": (_c.c_int, [
+        _c.POINTER(_c.c_void_p), _c.POINTER(_c.c_void_p),
+        _c.POINTER(_c.c_size_t), _c.c_int, _c.c_int, _c.c_int, _c.c_char_p,
+        _c.POINTER(_c.c_void_p)]),
+    "hvd_broadcast_async": (_c.c_int, [
+        _c.c_void_p, _c.c_size_t, _c.c_int, _c.c_int, _c.c_char_p,
+        _c.POINTER(_c.c_void_p)]),
+    "hvd_allgather_async": (_c.c_int, [
+        _c.c_void_p, _c.c_size_t, _c.c_int, _c.POINTER(_c.c_void_p),
+        _c.POINTER(_c.c_size_t), _c.c_char_p, _c.POINTER(_c.c_void_p)]),
+    "hvd_poll": (_c.c_int, [_c.c_void_p]),
+    "hvd_wait": (_c.c_int, [_c.c_void_p]),
+    "hvd_last_error": (_c.c_char_p, []),
+    "hvd_strerror": (_c.c_char_p, [_c.c_int]),
+    "hvd_err_name": (_c.c_char_p, [_c.c_int]),
+    "hvd_built": (_c.c_int, [_c.c_char_p]),
+    "hvd_transport": (_c.c_char_p, []),
+    "hvd_start_timeline": (_c.c_int, [_c.c_char_p, _c.c_int]),
+    "hvd_stop_timeline": (_c.c_int, []),
+}
+for _name, (_res, _args) in _SIG.items():
+    _f = getattr(lib, _name)
+    _f.restype, _f.argtypes = _res, _args
+
+_libc = ctypes.CDLL(None)
+_libc.free.argtypes = [ctypes.c_void_p]
+_libc.free.restype = None
+
+
+def free(ptr):
+    """Frees memory libhvd allocated with malloc (an allgather's result)."""
+    _libc.free(ptr)
+
+
+def built(feature):
+    """libhvd's hvd_built(): nonzero when built with feature."""
+    return lib.hvd_built(feature.encode())
+
+
+def transport():
+    """The host transport chosen at hvd_init ("" before)."""
+    return lib.hvd_transport().decode()
+
+
+def message(rc):
+    """The text of the last failure in this thread, or the code's."""
+    last = lib.hvd_last_error()
+    text = last.decode("utf-8", "replace") if last else ""
+    return text or lib.hvd_strerror(rc).decode()
+
+
+def check(rc, submit=False):
+    """Raises what Horovod raises for a failed call, or returns rc.
+
+    A call the program got wrong, found when it is submitted, is a
+    ValueError; anything else, and any failure of a running operation,
+    is a HorovodInternalError.
+    """
+    if rc >= 0:
+        return rc
+    msg = message(rc)
+    if rc == ENOTINIT:
+        raise ValueError("Horovod has not been initialized; use hvd.init().")
+    if submit and rc == EINVAL:
+        raise ValueError(msg)
+    raise HorovodInternalError(msg)

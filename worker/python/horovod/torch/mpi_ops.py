@@ -1,0 +1,519 @@
+"""horovod.torch's collectives, run by libhvd on the tensors' memory.
+
+Each call hands libhvd the tensor's data pointer: nothing is copied in
+Python, and libhvd's background thread negotiates, fuses and runs the
+operation. An ``_async`` call returns an int handle for ``poll()`` and
+``synchronize()``; the plain forms wait, and take part in autograd.
+"""
+
+import ctypes
+import itertools
+import warnings
+
+import torch
+
+from horovod.common import libhvd
+from horovod.common.basics import (  # noqa: F401 (re-exported)
+    ccl_built, cross_rank, cross_size, cuda_built, ddl_built, gloo_built,
+    gloo_enabled, init, is_homogeneous, is_initialized, local_rank,
+    local_size, mpi_built, mpi_enabled, mpi_threads_supported, nccl_built,
+    rank, rocm_built, shutdown, size, start_timeline, stop_timeline)
+from horovod.common.exceptions import HorovodInternalError  # noqa: F401
+from horovod.common.process_sets import (  # noqa: F401
+    ProcessSet, add_process_set, check_supported, global_process_set,
+    remove_process_set)
+from horovod.torch.compression import Compression, FP16Compressor
+
+# Reduction operations, with Horovod's values.
+Average, Sum, Adasum, Min, Max, Product = 0, 1, 2, 3, 4, 5
+_OPS = {Average: libhvd.AVERAGE, Sum: libhvd.SUM, Min: libhvd.MIN,
+        Max: libhvd.MAX, Product: libhvd.PRODUCT}
+
+_DTYPES = {
+    torch.uint8: libhvd.UINT8, torch.int8: libhvd.INT8,
+    torch.int16: libhvd.INT16, torch.int32: libhvd.INT32,
+    torch.int64: libhvd.INT64, torch.float16: libhvd.FLOAT16,
+    torch.bfloat16: libhvd.BFLOAT16, torch.float32: libhvd.FLOAT32,
+    torch.float64: libhvd.FLOAT64,
+}
+
+
+class _Pending:
+    """An operation libhvd runs: its handles, the tensors it uses (kept
+    alive until it ends) and how to make its result."""
+
+    __slots__ = ("handles", "keep", "finish", "name")
+
+    def __init__(self, handles, keep, finish, name):
+        self.handles = handles
+        self.keep = keep
+        self.finish = finish
+        self.name = name
+
+
+_pending = {}
+_inflight = {}  # name: the handle of the last operation of that name
+_next_handle = itertools.count(1)
+_group_names = itertools.count(1)
+
+
+def _claim(name):
+    """Horovod's ValueError for a name whose last operation still runs."""
+    prev = _inflight.get(name) if name is not None else None
+    if prev is not None and prev in _pending and not poll(prev):
+        raise ValueError("an operation named %r is already in flight; names "
+                         "must be unique among unfinished operations"
+                         % (name,))
+
+
+def _register(handles, keep, finish, name=None):
+    handle = next(_next_handle)
+    _pending[handle] = _Pending(handles, keep, finish, name)
+    if name is not None:
+        _inflight[name] = handle
+    return handle
+
+
+def _dtype(tensor):
+    """libhvd's dtype for tensor, or Horovod's ValueError."""
+    dt = _DTYPES.get(tensor.dtype)
+    if dt is None:
+        raise ValueError("Tensor type %s is not supported." % tensor.type())
+    if not tensor.is_contiguous():
+        raise ValueError("Tensor is required to be contiguous.")
+    return dt
+
+
+def _ready(tensor):
+    """libhvd reads a CUDA tensor once the stream that wrote it is done."""
+    if tensor.is_cuda:
+        torch.cuda.current_stream(tensor.device).synchronize()
+
+
+def _cname(name):
+    return name.encode() if name is not None else None
+
+
+def _op(op, average):
+    """Horovod's rule for the deprecated ``average`` against ``op``."""
+    if op is not None:
+        if average is not None:
+            raise ValueError("The op parameter supersedes average. Please "
+                             "provide only one of them.")
+        return op
+    if average is not None:
+        warnings.warn("Parameter `average` has been replaced with `op` and "
+                      "will be removed in v1.0", DeprecationWarning)
+        return Average if average else Sum
+    return Average
+
+
+def _libop(op):
+    if op == Adasum:
+        raise NotImplementedError(
+            "op=hvd.Adasum is not supported yet by this runtime")
+    if op not in _OPS:
+        raise ValueError("unknown reduction op %r: use hvd.Average, hvd.Sum, "
+                         "hvd.Min, hvd.Max or hvd.Product" % (op,))
+    return _OPS[op]
+
+
+def _submit_allreduce(tensor, output, name, op, prescale, postscale, wire):
+    """One libhvd allreduce of tensor into output; its ctypes handle."""
+    dt = _dtype(tensor)
+    _ready(tensor)
+    opts = None
+    if prescale != 1.0 or postscale != 1.0 or wire:
+        opts = ctypes.byref(libhvd.AllreduceOpts(prescale, postscale, wire))
+    handle = ctypes.c_void_p()
+    libhvd.check(libhvd.lib.hvd_allreduce_ex_async(
+        tensor.data_ptr(), output.data_ptr(), tensor.numel(), dt,
+        _libop(op), _cname(name), opts, ctypes.byref(handle)), submit=True)
+    return handle
+
+
+def _allreduce_async(tensor, output, name, op, prescale_factor,
+                     postscale_factor, process_set, wire=0):
+    check_supported(process_set)
+    _claim(name)
+    h = _submit_allreduce(tensor, output, name, op, prescale_factor,
+                          postscale_factor, wire)
+    return _register([h], (tensor, output), lambda: output, name)
+
+
+def allreduce_async(tensor, average=None, name=None, op=None,
+                    prescale_factor=1.0, postscale_factor=1.0,
+                    process_set=global_process_set):
+    """Starts reducing tensor over every rank into a new tensor; tensor
+    is not modified.
+
+    Arguments:
+        tensor: The tensor to reduce; every rank gives one of the same
+            shape and dtype under the same name.
+        average: Deprecated: use op.
+        name: Pairs this operation across ranks; unnamed calls pair up in
+            call order.
+        op: hvd.Average (the default), hvd.Sum, hvd.Min, hvd.Max or
+            hvd.Product.
+        prescale_factor: Multiplies the input before the reduction.
+        postscale_factor: Multiplies the result.
+        process_set: The ranks taking part (the global set).
+
+    Returns:
+        A handle for poll() and synchronize(), which returns the result.
+    """
+    op = _op(op, average)
+    return _allreduce_async(tensor, tensor.new(tensor.shape), name, op,
+                            prescale_factor, postscale_factor, process_set)
+
+
+def allreduce_async_(tensor, average=None, name=None, op=None,
+                     prescale_factor=1.0, postscale_factor=1.0,
+                     process_set=global_process_set):
+    """allreduce_async() in place: the result overwrites tensor."""
+    op = _op(op, average)
+    return _allreduce_async(tensor, tensor, name, op, prescale_factor,
+                            postscale_factor, process_set)
+
+
+def _wire(compression, tensor):
+    """Whether libhvd itself sends tensor as float16."""
+    return int(compression is FP16Compressor and
+               tensor.dtype == torch.float32)
+
+
+class HorovodAllreduce(torch.autograd.Function):
+    """allreduce as an autograd function: the gradient is the allreduce,
+    with the same op and factors, of the result's gradient."""
+
+    @staticmethod
+    def forward(ctx, tensor, name, op, prescale_factor, postscale_factor,
+                process_set, wire):
+        ctx.args = (op, prescale_factor, postscale_factor, process_set)
+        return synchronize(_allreduce_async(
+            tensor, tensor.new(tensor.shape), name, op, prescale_factor,
+            postscale_factor, process_set, wire))
+
+    @staticmethod
+    def backward(ctx, grad_output):
+        op, pre, post, ps = ctx.args
+        return (allreduce(grad_output.contiguous(), op=op,
+                          prescale_factor=pre,
+                          postscale_factor=post, process_set=ps),
+                None, None, None, None, None, None)
+
+
+def allreduce(tensor, average=None, name=None, compression=Compression.none,
+              op=None, prescale_factor=1.0, postscale_factor=1.0,
+              process_set=global_process_set):
+    """Reduces tensor over every rank and returns the result, a new
+    tensor of the same shape and dtype; differentiable.
+
+    Arguments are those of allreduce_async(), and compression:
+    hvd.Compression.none or hvd.Compression.fp16 (float32 is sent as
+    float16 and summed in float32).
+    """
+    op = _op(op, average)
+    wire = _wire(compression, tensor)
+    sent, cctx = (tensor, None) if wire else compression.compress(tensor)
+    out = HorovodAllreduce.apply(sent, name, op, prescale_factor,
+                                 postscale_factor, process_set, wire)
+    return out if wire else compression.decompress(out, cctx)
+
+
+def allreduce_(tensor, average=None, name=None, op=None,
+               prescale_factor=1.0, postscale_factor=1.0,
+               process_set=global_process_set):
+    """allreduce() in place; returns tensor."""
+    return synchronize(allreduce_async_(tensor, average, name, op,
+                                        prescale_factor, postscale_factor,
+                                        process_set))
+
+
+def _grouped_async(tensors, outputs, name, op, prescale_factor,
+                   postscale_factor, process_set):
+    check_supported(process_set)
+    tensors = list(tensors)
+    if not tensors:
+        raise ValueError("grouped allreduce of no tensors")
+    if name is None:
+        # libhvd names a group's parts after it; unnamed groups pair up in
+        # call order, as unnamed single calls do.
+        name = "grouped_allreduce.noname.%d" % next(_group_names)
+    _claim(name)
+    dts = {_dtype(t) for t in tensors}
+    if len(dts) == 1 and prescale_factor == 1.0 and postscale_factor == 1.0:
+        n = len(tensors)
+        for t in tensors:
+            _ready(t)
+        sends = (ctypes.c_void_p * n)(*[t.data_ptr() for t in tensors])
+        recvs = (ctypes.c_void_p * n)(*[o.data_ptr() for o in outputs])
+        counts = (ctypes.c_size_t * n)(*[t.numel() for t in tensors])
+        h = ctypes.c_void_p()
+        libhvd.check(libhvd.lib.hvd_grouped_allreduce_async(
+            sends, recvs, counts, n, dts.pop(), _libop(op), _cname(name),
+            ctypes.byref(h)), submit=True)
+        handles = [h]
+    else:
+        # One libhvd group holds one dtype and no factors: run the parts
+        # side by side under the names libhvd would give them.
+        handles = [_submit_allreduce(
+            t, o, None if name is None else "%s.%d" % (name, i), op,
+            prescale_factor, postscale_factor, 0)
+            for i, (t, o) in enumerate(zip(tensors, outputs))]
+    return _register(handles, (tensors, outputs), lambda: list(outputs),
+                     name)
+
+
+def grouped_allreduce_async(tensors, average=None, name=None, op=None,
+                            prescale_factor=1.0, postscale_factor=1.0,
+                            process_set=global_process_set):
+    """Starts reducing a list of tensors as one operation that completes
+    together; synchronize() returns the list of results."""
+    op = _op(op, average)
+    return _grouped_async(tensors, [t.new(t.shape) for t in tensors], name,
+                          op, prescale_factor, postscale_factor, process_set)
+
+
+def grouped_allreduce_async_(tensors, average=None, name=None, op=None,
+                             prescale_factor=1.0, postscale_factor=1.0,
+                             process_set=global_process_set):
+    """grouped_allreduce_async() in place."""
+    op = _op(op, average)
+    return _grouped_async(tensors, tensors, name, op, prescale_factor,
+                          postscale_factor, process_set)
+
+
+class HorovodGroupedAllreduce(torch.autograd.Function):
+    """grouped_allreduce as an autograd function."""
+
+    @staticmethod
+    def forward(ctx, name, op, prescale_factor, postscale_factor,
+                process_set, *tensors):
+        ctx.args = (op, prescale_factor, postscale_factor, process_set)
+        return tuple(synchronize(_grouped_async(
+            tensors, [t.new(t.shape) for t in tensors], name, op,
+            prescale_factor, postscale_factor, process_set)))
+
+    @staticmethod
+    def backward(ctx, *grads):
+        op, pre, post, ps = ctx.args
+        out = grouped_allreduce([g.contiguous() for g in grads], op=op,
+                                prescale_factor=pre,
+                                postscale_factor=post, process_set=ps)
+        return (None, None, None, None, None) + tuple(out)
+
+
+def grouped_allreduce(tensors, average=None, name=None,
+                      compression=Compression.none, op=None,
+                      prescale_factor=1.0, postscale_factor=1.0,
+                      process_set=global_process_set):
+    """Reduces a list of tensors together; returns the list of results."""
+    op = _op(op, average)
+    sent = [compression.compress(t) for t in tensors]
+    out = HorovodGroupedAllreduce.apply(name, op, prescale_factor,
+                                        postscale_factor, process_set,
+                                        *[s for s, _ in sent])
+    return [compression.decompress(o, c) for o, (_, c) in zip(out, sent)]
+
+
+def grouped_allreduce_(tensors, average=None, name=None, op=None,
+                       prescale_factor=1.0, postscale_factor=1.0,
+                       process_set=global_process_set):
+    """grouped_allreduce() in place; returns the list of tensors."""
+    return synchronize(grouped_allreduce_async_(
+        tensors, average, name, op, prescale_factor, postscale_factor,
+        process_set))
+
+
+def allgather_async(tensor, name=None, process_set=global_process_set):
+    """Starts concatenating every rank's tensor along the first
+    dimension, in rank order. Ranks may differ in the first dimension
+    only.
+
+    Returns:
+        A handle for poll() and synchronize(), which returns the result.
+    """
+    check_supported(process_set)
+    _claim(name)
+    dt = _dtype(tensor)
+    device = tensor.device
+    src = tensor.cpu() if tensor.is_cuda else tensor
+    rows = tuple(tensor.shape[1:]) if tensor.dim() > 0 else ()
+    row = 1
+    for d in rows:
+        row *= d
+    n = size()
+    counts = (ctypes.c_size_t * n)()
+    buf = ctypes.c_void_p()
+    h = ctypes.c_void_p()
+    libhvd.check(libhvd.lib.hvd_allgather_async(
+        src.data_ptr(), src.numel(), dt, ctypes.byref(buf), counts,
+        _cname(name), ctypes.byref(h)), submit=True)
+
+    def finish():
+        total = sum(counts)
+        try:
+            bad = [r for r in range(n) if row and counts[r] % row]
+            if bad:
+                raise HorovodInternalError(
+                    "allgather %s: rank %d sent %d elements, which are not "
+                    "rows of shape %s: ranks may differ in the first "
+                    "dimension only" % (name or "(unnamed)", bad[0],
+                                        counts[bad[0]], list(rows)))
+            first = total // row if row else 0
+            out = torch.empty((first,) + rows, dtype=tensor.dtype)
+            if total:
+                ctypes.memmove(out.data_ptr(), buf.value,
+                               total * out.element_size())
+        finally:
+            if buf.value:
+                libhvd.free(buf.value)
+        return out.to(device) if device.type != "cpu" else out
+
+    return _register([h], (src, counts, buf), finish, name)
+
+
+class HorovodAllgather(torch.autograd.Function):
+    """allgather as an autograd function: each rank's gradient is its own
+    rows of the average of the result's gradients."""
+
+    @staticmethod
+    def forward(ctx, tensor, name, process_set):
+        ctx.rows = tensor.shape[0] if tensor.dim() > 0 else 1
+        ctx.process_set = process_set
+        return synchronize(allgather_async(tensor, name, process_set))
+
+    @staticmethod
+    def backward(ctx, grad_output):
+        reduced = allreduce(grad_output.contiguous(), op=Average,
+                            process_set=ctx.process_set)
+        counts = allgather(torch.tensor([ctx.rows], dtype=torch.int64),
+                           process_set=ctx.process_set)
+        offset = int(counts[:rank()].sum())
+        return reduced.narrow(0, offset, ctx.rows), None, None
+
+
+def allgather(tensor, name=None, process_set=global_process_set):
+    """Concatenates every rank's tensor along the first dimension, in rank
+    order, and returns the result; differentiable."""
+    return HorovodAllgather.apply(tensor, name, process_set)
+
+
+def grouped_allgather_async(tensors, name=None,
+                            process_set=global_process_set):
+    """Starts allgathers of a list of tensors that complete together;
+    synchronize() returns the list of results."""
+    parts = [allgather_async(t, None if name is None else
+                             "%s.%d" % (name, i), process_set)
+             for i, t in enumerate(tensors)]
+    pend = [_pending.pop(p) for p in parts]
+    return _register([h for p in pend for h in p.handles],
+                     [p.keep for p in pend],
+                     lambda: [p.finish() for p in pend], name)
+
+
+def grouped_allgather(tensors, name=None, process_set=global_process_set):
+    """Allgathers of a list of tensors, together; the list of results."""
+    return synchronize(grouped_allgather_async(tensors, name, process_set))
+
+
+def _broadcast_async(tensor, output, root_rank, name, process_set):
+    check_supported(process_set)
+    _claim(name)
+    dt = _dtype(output)
+    _ready(output)
+    h = ctypes.c_void_p()
+    libhvd.check(libhvd.lib.hvd_broadcast_async(
+        output.data_ptr(), output.numel(), dt, root_rank, _cname(name),
+        ctypes.byref(h)), submit=True)
+    return _register([h], (tensor, output), lambda: output, name)
+
+
+def broadcast_async(tensor, root_rank, name=None,
+                    process_set=global_process_set):
+    """Starts copying root_rank's tensor to every rank, into a new tensor;
+    tensor is not modified. Returns a handle."""
+    return _broadcast_async(tensor, tensor.clone(), root_rank, name,
+                            process_set)
+
+
+def broadcast_async_(tensor, root_rank, name=None,
+                     process_set=global_process_set):
+    """broadcast_async() in place: root_rank's values overwrite tensor."""
+    return _broadcast_async(tensor, tensor, root_rank, name, process_set)
+
+
+class HorovodBroadcast(torch.autograd.Function):
+    """broadcast as an autograd function: the root's gradient is the
+    average of every rank's, the others' is zero."""
+
+    @staticmethod
+    def forward(ctx, tensor, root_rank, name, process_set):
+        ctx.root_rank = root_rank
+        ctx.process_set = process_set
+        return synchronize(broadcast_async(tensor, root_rank, name,
+                                           process_set))
+
+    @staticmethod
+    def backward(ctx, grad_output):
+        reduced = allreduce(grad_output.contiguous(), op=Average,
+                            process_set=ctx.process_set)
+        if rank() != ctx.root_rank:
+            reduced = reduced * 0
+        return reduced, None, None, None
+
+
+def broadcast(tensor, root_rank, name=None, process_set=global_process_set):
+    """Returns root_rank's tensor on every rank; differentiable."""
+    return HorovodBroadcast.apply(tensor, root_rank, name, process_set)
+
+
+def broadcast_(tensor, root_rank, name=None, process_set=global_process_set):
+    """broadcast() in place; returns tensor."""
+    return synchronize(broadcast_async_(tensor, root_rank, name,
+                                        process_set))
+
+
+def poll(handle):
+    """True when the operation of handle has completed, so that
+    synchronize() will not wait."""
+    pend = _pending.get(handle)
+    if pend is None:
+        raise ValueError("unknown handle %r" % (handle,))
+    return all(libhvd.lib.hvd_poll(h) == 1 for h in pend.handles)
+
+
+def synchronize(handle):
+    """Waits for the operation of handle and returns its result (None for
+    an unknown handle, as in Horovod).
+
+    Raises:
+        HorovodInternalError: the operation failed (a peer failed, or the
+            ranks disagreed about it), with libhvd's account of why.
+    """
+    pend = _pending.pop(handle, None)
+    if pend is None:
+        return None
+    if pend.name is not None and _inflight.get(pend.name) == handle:
+        del _inflight[pend.name]
+    failure = None
+    for h in pend.handles:
+        rc = libhvd.lib.hvd_wait(h)
+        if rc < 0 and failure is None:
+            failure = libhvd.message(rc)
+    if failure is not None:
+        raise HorovodInternalError(failure)
+    return pend.finish()
+
+
+def barrier(process_set=global_process_set):
+    """Returns once every rank has called it."""
+    check_supported(process_set)
+    libhvd.check(libhvd.lib.hvd_barrier())
+
+
+def join(device=-1):
+    """Horovod's join for uneven data; not supported yet."""
+    raise NotImplementedError("hvd.join() is not supported yet by this "
+                              "runtime")
