@@ -45,7 +45,8 @@ def run(np, python, script, steps, extra_env):
             str(steps), "--warmup", "5", "--batch-size", "32",
             "--threads", "1"]
     if script == EXAMPLE:
-        args += ["--log-every", "0"]
+        # FakeData on both sides, whatever is on disk.
+        args += ["--log-every", "0", "--data-dir", "/nonexistent"]
     r = subprocess.run(args, capture_output=True, text=True, env=env,
                        timeout=1200)
     m = RATE.search(r.stdout)
@@ -79,16 +80,16 @@ def main():
     print("# ResNet-18, 3x32x32 FakeData, batch 32 per rank, SGD momentum, "
           "1 torch thread per rank; %d timed steps after 5, median of %d"
           % (args.steps - 5, args.reps))
-    print("%-16s" % "np" + "".join("%14s" % name for name, *_ in peers)
-          + "%14s" % "ours/DDP")
+    print("%-16s" % "np" + "".join("%16s" % name for name, *_ in peers)
+          + "%16s" % "ours/DDP")
     for n in nps:
         print("%-16s" % ("-np %d samples/s" % n)
-              + "".join("%14.1f" % med[(name, n)] for name, *_ in peers)
-              + "%14.2f" % (med[("ours", n)] / med[("torch DDP", n)]))
+              + "".join("%16.1f" % med[(name, n)] for name, *_ in peers)
+              + "%16.2f" % (med[("ours", n)] / med[("torch DDP", n)]))
     if len(nps) > 1:
         a, b = nps[0], nps[-1]
         print("%-16s" % ("-np %d / -np %d" % (b, a))
-              + "".join("%14.2f" % (med[(name, b)] / med[(name, a)])
+              + "".join("%16.2f" % (med[(name, b)] / med[(name, a)])
                         for name, *_ in peers))
     return 0
 

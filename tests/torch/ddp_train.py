@@ -1,21 +1,16 @@
 """The peer of examples/pytorch_train.py for the training benchmark: the
-same model, data, batch, optimizer and threads, with torch's own
-DistributedDataParallel over gloo. Started by horovodrun, which sets
+same model, data (its FakeData), batch, optimizer and threads, with
+torch's own DistributedDataParallel over gloo. Started by horovodrun, which sets
 torch.distributed's env (MASTER_ADDR, MASTER_PORT, RANK, WORLD_SIZE)."""
 
 import argparse
-import os
-import sys
 import time
 
 import torch
 import torch.distributed as dist
 import torch.nn.functional as F
 import torchvision
-
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)),
-                                "..", "..", "examples"))
-import pytorch_train  # noqa: E402  (its dataset)
+import torchvision.transforms as transforms
 
 
 def main():
@@ -25,13 +20,17 @@ def main():
     p.add_argument("--batch-size", type=int, default=32)
     p.add_argument("--threads", type=int, default=1)
     p.add_argument("--fake-size", type=int, default=50000)
-    p.add_argument("--data-dir", default=os.path.expanduser("~/data"))
     args = p.parse_args()
     dist.init_process_group("gloo")
     rank, size = dist.get_rank(), dist.get_world_size()
     torch.manual_seed(42)
     torch.set_num_threads(args.threads)
-    data, _ = pytorch_train.dataset(args)
+    data = torchvision.datasets.FakeData(
+        size=args.fake_size, image_size=(3, 32, 32), num_classes=10,
+        transform=transforms.Compose([
+            transforms.ToTensor(),
+            transforms.Normalize((0.4914, 0.4822, 0.4465),
+                                 (0.2470, 0.2435, 0.2616))]))
     sampler = torch.utils.data.distributed.DistributedSampler(
         data, num_replicas=size, rank=rank)
     loader = torch.utils.data.DataLoader(data, batch_size=args.batch_size,
