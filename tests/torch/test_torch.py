@@ -15,6 +15,7 @@ import os
 import re
 import subprocess
 import sys
+import tempfile
 import unittest
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -110,6 +111,36 @@ class TorchTest(unittest.TestCase):
             if os.path.exists(ckpt):
                 os.unlink(ckpt)
 
+    def test_pip_install_into_a_venv(self):
+        # As a user would: a venv that sees Debian's torch, pip install .
+        # of the repository, then the venv's horovodrun and Python only.
+        with tempfile.TemporaryDirectory(prefix="hvdtest-venv-") as d:
+            venv = os.path.join(d, "venv")
+            subprocess.run([PY, "-m", "venv", "--system-site-packages", venv],
+                           check=True, timeout=120)
+            pip = subprocess.run(
+                [os.path.join(venv, "bin", "pip"), "install", "-q", ROOT],
+                capture_output=True, text=True, timeout=900,
+                env=hvdtest.base_env(PYTHONPATH=None, HVD_LIBRARY=None))
+            self.assertEqual(pip.returncode, 0, pip.stdout + pip.stderr)
+            bindir = os.path.join(venv, "bin")
+            code = ("import horovod.torch as hvd, horovod.common.libhvd as l, "
+                    "torch\nhvd.init()\n"
+                    "print('pip:', hvd.rank(), l.path.startswith(%r), "
+                    "hvd.allreduce(torch.tensor([hvd.rank() + 1.0]), "
+                    "op=hvd.Sum).item())\n" % venv)
+            run_env = hvdtest.base_env(
+                PYTHONPATH=None, HVD_LIBRARY=None,
+                PATH=bindir + os.pathsep + os.environ.get("PATH", ""))
+            r = hvdtest.run([os.path.join(bindir, "horovodrun"), "-np", 2,
+                             os.path.join(bindir, "python"), "-c", code],
+                            env=run_env, timeout=120)
+            self.assertEqual(r.rc, 0, r.describe())
+            per, _ = hvdtest.prefixed(r.out_lines)
+            for rank in (0, 1):
+                self.assertIn("pip: %d True 3.0" % rank,
+                              [t for _, t in per.get(rank, [])], r.describe())
+
     def test_job_of_one_outside_horovodrun(self):
         code = ("import horovod.torch as hvd, torch\n"
                 "try:\n    hvd.rank()\nexcept ValueError as e:\n"
@@ -123,6 +154,24 @@ class TorchTest(unittest.TestCase):
         self.assertIn("before: Horovod has not been initialized; use "
                       "hvd.init().", r.stdout)
         self.assertIn("1 0 0 3.0", r.stdout)
+
+    def test_real_horovod_beside_it_is_refused(self):
+        # An environment where real Horovod is installed: its metadata.
+        with tempfile.TemporaryDirectory(prefix="hvdtest-dist-") as d:
+            info = os.path.join(d, "horovod-0.28.1.dist-info")
+            os.mkdir(info)
+            with open(os.path.join(info, "METADATA"), "w") as f:
+                f.write("Metadata-Version: 2.1\nName: horovod\n"
+                        "Version: 0.28.1\n")
+            r = subprocess.run(
+                [PY, "-c", "import sys; sys.path.append(%r); "
+                 "import horovod.torch" % d], capture_output=True, text=True,
+                env=env(), timeout=60)
+        self.assertNotEqual(r.returncode, 0)
+        last = r.stderr.strip().splitlines()[-1]
+        self.assertIn("ImportError: horovod: real Horovod 0.28.1 is "
+                      "installed in this environment", last)
+        self.assertIn("cannot be mixed", last)
 
     def test_missing_library_is_one_clear_error(self):
         r = subprocess.run([PY, "-c", "import horovod.torch"],
