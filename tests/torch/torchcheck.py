@@ -422,12 +422,57 @@ class Optimizer(unittest.TestCase):
                 torch.optim.LBFGS(mlp(5).parameters()), root_rank=0)
 
 
+class SyncBatchNorm(unittest.TestCase):
+    """SyncBatchNorm equals BatchNorm on the ranks' batches together."""
+
+    def test_matches_batch_norm_on_the_combined_batch(self):
+        r, n = hvd.rank(), hvd.size()
+        g = torch.Generator().manual_seed(7)
+        xs = [torch.randn(2 + k, 3, 4, 4, generator=g) * (k + 1) + k
+              for k in range(n)]
+        ws = [torch.randn(x.shape, generator=g) for x in xs]
+        sbn = hvd.SyncBatchNorm(3, momentum=0.3)
+        bn = torch.nn.BatchNorm2d(3, momentum=0.3)
+        with torch.no_grad():
+            for m in (sbn, bn):
+                m.weight.copy_(torch.tensor([0.5, 1.0, 2.0]))
+                m.bias.copy_(torch.tensor([0.1, -0.2, 0.3]))
+        for _ in range(2):
+            for m in (sbn, bn):
+                m.zero_grad()
+            x = xs[r].clone().requires_grad_()
+            y = sbn(x)
+            (y * ws[r]).sum().backward()
+            full = torch.cat(xs).requires_grad_()
+            yf = bn(full)
+            (yf * torch.cat(ws)).sum().backward()
+            first = sum(2 + k for k in range(r))
+            mine = slice(first, first + 2 + r)
+            tol = dict(atol=1e-4, rtol=1e-4)
+            self.assertTrue(torch.allclose(y, yf[mine], **tol),
+                            (y - yf[mine]).abs().max())
+            self.assertTrue(torch.allclose(x.grad, full.grad[mine], **tol),
+                            (x.grad - full.grad[mine]).abs().max())
+            for a, b in ((sbn.weight, bn.weight), (sbn.bias, bn.bias)):
+                summed = hvd.allreduce(a.grad, op=hvd.Sum)
+                self.assertTrue(torch.allclose(summed, b.grad, **tol))
+            self.assertTrue(torch.allclose(sbn.running_mean, bn.running_mean,
+                                           **tol))
+            self.assertTrue(torch.allclose(sbn.running_var, bn.running_var,
+                                           **tol))
+        sbn.eval()
+        bn.eval()
+        self.assertTrue(torch.allclose(sbn(xs[r]), bn(xs[r]), atol=1e-5))
+        with self.assertRaises(ValueError):
+            sbn(torch.ones(3))
+
+
 def main():
     hvd.init()
     suite = unittest.TestSuite()
     loader = unittest.TestLoader()
     only = sys.argv[1:]
-    for case in (Collectives, Optimizer):
+    for case in (Collectives, Optimizer, SyncBatchNorm):
         for name in loader.getTestCaseNames(case):
             if not only or name in only:
                 suite.addTest(case(name))

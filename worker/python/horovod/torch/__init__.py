@@ -31,3 +31,4 @@ from horovod.torch.mpi_ops import (  # noqa: F401
     remove_process_set, rocm_built, shutdown, size, start_timeline,
     stop_timeline, synchronize)
 from horovod.torch.optimizer import DistributedOptimizer  # noqa: F401
+from horovod.torch.sync_batch_norm import SyncBatchNorm  # noqa: F401
