@@ -193,6 +193,21 @@ class Collectives(unittest.TestCase):
         self.assertIs(hvd.broadcast_(t, self.n - 1), t)
         self.assertTrue(torch.equal(t, data(self.n - 1, torch.int64)))
 
+    def test_sparse_allreduce(self):
+        def sparse(r):
+            idx = torch.tensor([[r % 3, 2], [1, r % 4]])
+            return torch.sparse_coo_tensor(idx, torch.tensor([1.0 + r, 2.0]),
+                                           (3, 4))
+        want = sum(sparse(r).to_dense() for r in range(self.n))
+        for op, div in ((hvd.Sum, 1), (hvd.Average, self.n)):
+            out = hvd.sparse_allreduce_async(sparse(self.r), name="sp.%d" % op,
+                                             op=op)()
+            self.assertTrue(out.is_sparse)
+            self.assertTrue(torch.allclose(out.to_dense(), want / div))
+        with self.assertRaises(ValueError):
+            hvd.sparse_allreduce_async(sparse(self.r), name="sp.max",
+                                       op=hvd.Max)
+
     def test_barrier(self):
         hvd.barrier()
 
@@ -354,6 +369,34 @@ class Optimizer(unittest.TestCase):
 
         self.run_both(lambda p: torch.optim.SGD(p, lr=0.1), tol=1e-2,
                       compression=Half)
+
+    def test_sparse_gradients(self):
+        def model():
+            torch.manual_seed(5)
+            return torch.nn.Sequential(torch.nn.Embedding(10, 4, sparse=True),
+                                       torch.nn.Flatten(),
+                                       torch.nn.Linear(8, 1))
+
+        def ids(r):
+            return torch.tensor([[r, (r * 3) % 10], [(r + 5) % 10, 1]])
+
+        for dense in (False, True):
+            m, ref = model(), model()
+            opt = hvd.DistributedOptimizer(
+                torch.optim.SGD(m.parameters(), lr=0.5),
+                named_parameters=m.named_parameters(), sparse_as_dense=dense)
+            ref_opt = torch.optim.SGD(ref.parameters(), lr=0.5)
+            for _ in range(2):
+                opt.zero_grad()
+                m(ids(self.r)).pow(2).mean().backward()
+                self.assertTrue(m[0].weight.grad.is_sparse)
+                opt.step()
+                ref_opt.zero_grad()
+                ref(torch.cat([ids(r) for r in range(self.n)])) \
+                    .pow(2).mean().backward()
+                ref_opt.step()
+            for p, q in zip(m.parameters(), ref.parameters()):
+                self.assertTrue(torch.allclose(p, q, atol=1e-5), (dense, p, q))
 
     def test_unused_parameter_and_synchronize(self):
         model = mlp(2)

@@ -28,7 +28,7 @@ from horovod.torch.mpi_ops import (  # noqa: F401
     grouped_allreduce_, grouped_allreduce_async, grouped_allreduce_async_,
     init, is_homogeneous, is_initialized, join, local_rank, local_size,
     mpi_built, mpi_enabled, mpi_threads_supported, nccl_built, poll, rank,
-    remove_process_set, rocm_built, shutdown, size, start_timeline,
-    stop_timeline, synchronize)
+    remove_process_set, rocm_built, shutdown, size, sparse_allreduce_async,
+    start_timeline, stop_timeline, synchronize)
 from horovod.torch.optimizer import DistributedOptimizer  # noqa: F401
 from horovod.torch.sync_batch_norm import SyncBatchNorm  # noqa: F401

@@ -418,6 +418,34 @@ def grouped_allgather(tensors, name=None, process_set=global_process_set):
     return synchronize(grouped_allgather_async(tensors, name, process_set))
 
 
+def sparse_allreduce_async(tensor, name, op, process_set=global_process_set):
+    """Starts reducing a sparse COO tensor: every rank's indices and values
+    are gathered (Sum keeps them all, Average also divides the values by
+    the size; the result's duplicate indices add up when coalesced).
+
+    Returns:
+        A function that waits and returns the reduced sparse tensor, as in
+        Horovod.
+    """
+    if op not in (Average, Sum):
+        raise ValueError("sparse allreduce supports hvd.Average and hvd.Sum")
+    # Gathered along the first dimension: one row per nonzero.
+    indices = allgather_async(tensor._indices().t().contiguous(),
+                              name="%s.indices" % name,
+                              process_set=process_set)
+    values = allgather_async(tensor._values().contiguous(),
+                             name="%s.values" % name, process_set=process_set)
+
+    def wait():
+        vals = synchronize(values)
+        idx = synchronize(indices)
+        if op == Average:
+            vals = vals / size()
+        return torch.sparse_coo_tensor(idx.t(), vals, tensor.size())
+
+    return wait
+
+
 def _broadcast_async(tensor, output, root_rank, name, process_set):
     check_supported(process_set)
     _claim(name)

@@ -161,14 +161,14 @@ class _DistributedOptimizer(torch.optim.Optimizer):
         if p.grad is None:
             p.grad = p.data.new(p.size()).zero_()
         name = self._parameter_names.get(p)
-        if p.grad.is_sparse:
-            if not self.sparse_as_dense:
-                raise NotImplementedError(
-                    "sparse gradients need sparse_as_dense=True with this "
-                    "runtime")
-            p.grad = p.grad.to_dense()
-        pre, post = self._scale()
         grad = p.grad
+        if grad.is_sparse:
+            if not self.sparse_as_dense:
+                return mpi_ops.sparse_allreduce_async(
+                    grad.coalesce(), name, self.op, self.process_set), None
+            # Reduced as a dense copy; _finish makes it sparse again.
+            grad = grad.to_dense()
+        pre, post = self._scale()
         if mpi_ops._wire(self._compression, grad):
             h = mpi_ops._allreduce_async(grad, grad, name, self.op, pre,
                                          post, self.process_set, wire=1)
@@ -232,7 +232,7 @@ class _DistributedOptimizer(torch.optim.Optimizer):
                 self._handles[key] = self._allreduce_grad_async(key)
         try:
             for key, (h, ctx) in self._handles.items():
-                out = mpi_ops.synchronize(h)
+                out = h() if callable(h) else mpi_ops.synchronize(h)
                 if isinstance(key, tuple):
                     for p, o, c in zip(key, out, ctx):
                         self._finish(p, o, c)
@@ -247,7 +247,11 @@ class _DistributedOptimizer(torch.optim.Optimizer):
         self._allreduce_delay[p] = self.backward_passes_per_step
         if self._groups is not None and p in self._p_to_group:
             self._group_counts[self._p_to_group[p]] = 0
-        if out is not p.grad:
+        if p.grad.is_sparse:
+            # A sparse gradient cannot be set_() from another layout.
+            out = self._compression.decompress(out, ctx)
+            p.grad = (out if out.is_sparse else out.to_sparse()).coalesce()
+        elif out is not p.grad:
             p.grad.set_(self._compression.decompress(out, ctx))
 
     @contextlib.contextmanager
