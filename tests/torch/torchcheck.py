@@ -437,10 +437,18 @@ class Optimizer(unittest.TestCase):
         opt.step()
 
     def test_broadcast_optimizer_state(self):
-        for make in (lambda p: torch.optim.SGD(p, lr=0.1 * (self.r + 1),
-                                               momentum=0.5 + 0.1 * self.r),
-                     lambda p: torch.optim.Adam(p, lr=0.01 * (self.r + 1),
-                                                betas=(0.8, 0.9 + self.r / 100))):
+        lr = 0.01 * (self.r + 1)
+        makers = [lambda p: torch.optim.SGD(p, lr=0.1 * (self.r + 1),
+                                            momentum=0.5 + 0.1 * self.r),
+                  lambda p: torch.optim.Adam(p, lr=lr,
+                                             betas=(0.8, 0.9 + self.r / 100))]
+        # Every other torch optimizer but LBFGS, with a rank's own option.
+        for cls in (torch.optim.Adadelta, torch.optim.Adagrad,
+                    torch.optim.Adamax, torch.optim.AdamW, torch.optim.ASGD,
+                    torch.optim.NAdam, torch.optim.RAdam,
+                    torch.optim.RMSprop, torch.optim.Rprop):
+            makers.append(lambda p, cls=cls: cls(p, lr=lr))
+        for make in makers:
             model = mlp(4)
             opt = make(model.parameters())
             if self.r != 0:
