@@ -9,6 +9,7 @@
 #include "common/hvd_err.h"
 #include "ctx.h"
 #include "engine.h"
+#include "exec.h"
 #include "gpu/device.h"
 #include "gpu/gpu.h"
 #include "hvd_build.h"
@@ -266,12 +267,16 @@ static int start(struct hvd_request *op, hvd_handle *handle)
         if (w->device) {
             op->rc = hvd__device_exec(c, &w, 1, why, sizeof(why));
             snprintf(w->err, sizeof(w->err), "%s", why);
-        } else if (w->kind == HVD_OP_ALLREDUCE)
+        } else if (w->kind == HVD_OP_ALLREDUCE && !w->compress &&
+                   w->prescale == 1 && w->postscale == 1)
             op->rc = hvd__ring_allreduce(&c->ring, w->sendbuf, w->recvbuf,
                                          w->count, w->dtype, w->op_kind, w->err,
                                          sizeof(w->err));
         else if (w->kind == HVD_OP_ALLGATHER)
             op->rc = local_allgather(w);
+        else if (w->kind == HVD_OP_ALLREDUCE ||
+                 w->kind == HVD_OP_REDUCESCATTER || w->kind == HVD_OP_ALLTOALL)
+            op->rc = hvd__exec(c, w); /* on the ring of one, with options */
         if (op->rc) {
             /* Cut to fit op->err. */
             snprintf(op->err, sizeof(op->err), "'%.200s': %.300s", w->name,
@@ -309,34 +314,41 @@ static int prepare(const char *what, hvd_dtype dtype, const char *name,
     return 0;
 }
 
-HVD_EXPORT int hvd_allreduce_ex_async(const void *sendbuf, void *recvbuf,
-                                      size_t count, hvd_dtype dtype, hvd_op op,
-                                      const char *name,
-                                      const hvd_allreduce_opts *opts,
-                                      hvd_handle *handle)
+/* Checks an allreduce's or reducescatter's arguments and makes its op,
+ * the options set; recvbuf may be NULL when this rank receives nothing
+ * (recv_count 0). */
+static int prepare_reduce(const char *what, const void *sendbuf, void *recvbuf,
+                          size_t count, size_t recv_count, hvd_dtype dtype,
+                          hvd_op op, const char *name,
+                          const hvd_allreduce_opts *opts, hvd_handle *handle,
+                          struct hvd_request **out)
 {
-    struct hvd_request *o;
+    char msg[256];
     double pre = opts && opts->prescale != 0 ? opts->prescale : 1;
     double post = opts && opts->postscale != 0 ? opts->postscale : 1;
     int comp = opts ? opts->compression : HVD_COMPRESS_NONE;
     int is_float = dtype == HVD_FLOAT16 || dtype == HVD_BFLOAT16 ||
                    dtype == HVD_FLOAT32 || dtype == HVD_FLOAT64;
+    *out = NULL;
     if ((int)op < HVD_SUM || op > HVD_PRODUCT || handle == NULL ||
-        (count > 0 && (sendbuf == NULL || recvbuf == NULL)))
-        return fail(HVD_EINVAL, "hvd_allreduce: bad buffer, op or handle");
+        (count > 0 && sendbuf == NULL) || (recv_count > 0 && recvbuf == NULL)) {
+        snprintf(msg, sizeof(msg), "%s: bad buffer, op or handle", what);
+        return fail(HVD_EINVAL, msg);
+    }
     if ((comp != HVD_COMPRESS_NONE &&
          (comp != HVD_COMPRESS_FP16 || dtype != HVD_FLOAT32)) ||
         ((pre != 1 || post != 1) &&
-         (!is_float || (op != HVD_SUM && op != HVD_AVERAGE))))
-        return fail(HVD_EINVAL,
-                    "hvd_allreduce: fp16 compression takes float32 "
-                    "tensors, scale factors floating-point tensors summed "
-                    "or averaged");
-    int rc = prepare("hvd_allreduce", dtype, name, &o);
+         (!is_float || (op != HVD_SUM && op != HVD_AVERAGE)))) {
+        snprintf(msg, sizeof(msg),
+                 "%s: fp16 compression takes float32 tensors, scale factors "
+                 "floating-point tensors summed or averaged",
+                 what);
+        return fail(HVD_EINVAL, msg);
+    }
+    int rc = prepare(what, dtype, name, out);
     if (rc)
         return rc;
-    struct hvd_work *w = &o->parts[0];
-    w->kind = HVD_OP_ALLREDUCE;
+    struct hvd_work *w = &(*out)->parts[0];
     w->sendbuf = sendbuf;
     w->recvbuf = recvbuf;
     w->count = count;
@@ -344,6 +356,75 @@ HVD_EXPORT int hvd_allreduce_ex_async(const void *sendbuf, void *recvbuf,
     w->compress = comp;
     w->prescale = pre;
     w->postscale = post;
+    return 0;
+}
+
+HVD_EXPORT int hvd_allreduce_ex_async(const void *sendbuf, void *recvbuf,
+                                      size_t count, hvd_dtype dtype, hvd_op op,
+                                      const char *name,
+                                      const hvd_allreduce_opts *opts,
+                                      hvd_handle *handle)
+{
+    struct hvd_request *o;
+    int rc = prepare_reduce("hvd_allreduce", sendbuf, recvbuf, count, count,
+                            dtype, op, name, opts, handle, &o);
+    if (rc)
+        return rc;
+    o->parts[0].kind = HVD_OP_ALLREDUCE;
+    return start(o, handle);
+}
+
+HVD_EXPORT int hvd_reducescatter_async(const void *sendbuf, void *recvbuf,
+                                       size_t count, size_t row,
+                                       hvd_dtype dtype, hvd_op op,
+                                       const char *name,
+                                       const hvd_allreduce_opts *opts,
+                                       hvd_handle *handle)
+{
+    struct hvd_request *o;
+    if (row == 0 || count % row != 0)
+        return fail(HVD_EINVAL, "hvd_reducescatter: the row size must be at "
+                                "least 1 and divide the count");
+    /* This rank's rows, as the transports split them; none may come with
+     * a NULL recvbuf. */
+    struct hvd_ctx *c = g_ctx;
+    size_t rows = count / row, n = c ? (size_t)c->size : 1;
+    size_t mine = c ? rows / n + ((size_t)c->rank < rows % n) : rows;
+    int rc = prepare_reduce("hvd_reducescatter", sendbuf, recvbuf, count,
+                            mine * row, dtype, op, name, opts, handle, &o);
+    if (rc)
+        return rc;
+    o->parts[0].kind = HVD_OP_REDUCESCATTER;
+    o->parts[0].row = row;
+    return start(o, handle);
+}
+
+HVD_EXPORT int hvd_alltoall_async(const void *sendbuf, const size_t *sendcounts,
+                                  hvd_dtype dtype, void **recvbuf,
+                                  size_t *recvcounts, const char *name,
+                                  hvd_handle *handle)
+{
+    struct hvd_ctx *c = g_ctx;
+    struct hvd_request *o;
+    size_t total = 0;
+    if (recvbuf == NULL || sendcounts == NULL || recvcounts == NULL ||
+        handle == NULL)
+        return fail(HVD_EINVAL, "hvd_alltoall: bad buffer, counts or handle");
+    for (int r = 0; c && r < c->size; r++)
+        total += sendcounts[r];
+    if (total > 0 && sendbuf == NULL)
+        return fail(HVD_EINVAL, "hvd_alltoall: bad buffer, counts or handle");
+    int rc = prepare("hvd_alltoall", dtype, name, &o);
+    if (rc)
+        return rc;
+    *recvbuf = NULL;
+    struct hvd_work *w = &o->parts[0];
+    w->kind = HVD_OP_ALLTOALL;
+    w->sendbuf = sendbuf;
+    w->count = total;
+    w->sendcounts = sendcounts;
+    w->gathered = recvbuf;
+    w->counts = recvcounts;
     return start(o, handle);
 }
 
@@ -478,6 +559,27 @@ HVD_EXPORT int hvd_allgather(const void *sendbuf, size_t count, hvd_dtype dtype,
     hvd_handle h;
     int rc =
         hvd_allgather_async(sendbuf, count, dtype, recvbuf, counts, name, &h);
+    return rc ? rc : hvd_wait(h);
+}
+
+HVD_EXPORT int hvd_reducescatter(const void *sendbuf, void *recvbuf,
+                                 size_t count, size_t row, hvd_dtype dtype,
+                                 hvd_op op, const char *name,
+                                 const hvd_allreduce_opts *opts)
+{
+    hvd_handle h;
+    int rc = hvd_reducescatter_async(sendbuf, recvbuf, count, row, dtype, op,
+                                     name, opts, &h);
+    return rc ? rc : hvd_wait(h);
+}
+
+HVD_EXPORT int hvd_alltoall(const void *sendbuf, const size_t *sendcounts,
+                            hvd_dtype dtype, void **recvbuf, size_t *recvcounts,
+                            const char *name)
+{
+    hvd_handle h;
+    int rc = hvd_alltoall_async(sendbuf, sendcounts, dtype, recvbuf, recvcounts,
+                                name, &h);
     return rc ? rc : hvd_wait(h);
 }
 

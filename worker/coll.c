@@ -120,6 +120,85 @@ int hvd__coll_allgatherv(struct hvd_ctx *c, const void *sendbuf, void *recvbuf,
     return c->tp->allgatherv(c, sendbuf, recvbuf, bytes, err, errlen);
 }
 
+int hvd__coll_reducescatter_by_allreduce(struct hvd_ctx *c, const void *sendbuf,
+                                         void *recvbuf, size_t count,
+                                         hvd_dtype dt, hvd_op op,
+                                         const size_t *bounds, char *err,
+                                         size_t errlen)
+{
+    /* The allreduce's own path, whole: every element is folded as
+     * hvd_allreduce folds it, so the slice has its bits. */
+    size_t es = hvd_dtype_size(dt);
+    size_t lo = bounds[c->rank], hi = bounds[c->rank + 1];
+    uint8_t *all = malloc(count * es + 1);
+    if (all == NULL)
+        return HVD_ENOMEM;
+    int rc = hvd__coll_allreduce(c, sendbuf, all, count, dt, op, err, errlen);
+    if (rc == 0 && hi > lo)
+        memcpy(recvbuf, all + lo * es, (hi - lo) * es);
+    free(all);
+    return rc;
+}
+
+int hvd__coll_reducescatter(struct hvd_ctx *c, const void *sendbuf,
+                            void *recvbuf, size_t count, hvd_dtype dt,
+                            hvd_op op, const size_t *bounds, char *err,
+                            size_t errlen)
+{
+    if (c->tp->reducescatter == NULL)
+        return hvd__coll_reducescatter_by_allreduce(
+            c, sendbuf, recvbuf, count, dt, op, bounds, err, errlen);
+    return c->tp->reducescatter(c, sendbuf, recvbuf, count, dt, op, bounds, err,
+                                errlen);
+}
+
+int hvd__coll_alltoallv_by_allgatherv(struct hvd_ctx *c, const void *sendbuf,
+                                      void *recvbuf, const size_t *bytes,
+                                      char *err, size_t errlen)
+{
+    size_t n = (size_t)c->size, me = (size_t)c->rank, total = 0;
+    size_t *whole = calloc(n, sizeof(*whole));
+    uint8_t *all = NULL, *out = recvbuf;
+    int rc = HVD_ENOMEM;
+
+    if (whole == NULL)
+        goto out;
+    for (size_t i = 0; i < n; i++) {
+        for (size_t j = 0; j < n; j++)
+            whole[i] += bytes[i * n + j];
+        total += whole[i];
+    }
+    if ((all = malloc(total + 1)) == NULL)
+        goto out;
+    rc = hvd__coll_allgatherv(c, sendbuf, all, whole, err, errlen);
+    if (rc)
+        goto out;
+    /* Rank i's block for this rank follows its blocks for lower ranks. */
+    size_t at = 0;
+    for (size_t i = 0; i < n; i++) {
+        size_t off = at;
+        for (size_t j = 0; j < me; j++)
+            off += bytes[i * n + j];
+        if (bytes[i * n + me] > 0)
+            memcpy(out, all + off, bytes[i * n + me]);
+        out += bytes[i * n + me];
+        at += whole[i];
+    }
+out:
+    free(whole);
+    free(all);
+    return rc;
+}
+
+int hvd__coll_alltoallv(struct hvd_ctx *c, const void *sendbuf, void *recvbuf,
+                        const size_t *bytes, char *err, size_t errlen)
+{
+    if (c->tp->alltoallv == NULL)
+        return hvd__coll_alltoallv_by_allgatherv(c, sendbuf, recvbuf, bytes,
+                                                 err, errlen);
+    return c->tp->alltoallv(c, sendbuf, recvbuf, bytes, err, errlen);
+}
+
 void hvd__coll_log(const struct hvd_ctx *c)
 {
     const char *lv = getenv(HVD_ENV_LOG_LEVEL);

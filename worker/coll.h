@@ -54,6 +54,28 @@ int hvd__coll_broadcast(struct hvd_ctx *c, void *buf, size_t bytes, int root,
                         char *err, size_t errlen);
 int hvd__coll_allgatherv(struct hvd_ctx *c, const void *sendbuf, void *recvbuf,
                          const size_t *bytes, char *err, size_t errlen);
+/* This rank's slice of an allreduce, elements bounds[rank] ..
+ * bounds[rank+1]-1 (size+1 bounds), into recvbuf (which must not overlap
+ * sendbuf), with the same bits as the allreduce; and the fallback of the
+ * transports that have no entry of their own for it. */
+int hvd__coll_reducescatter(struct hvd_ctx *c, const void *sendbuf,
+                            void *recvbuf, size_t count, hvd_dtype dt,
+                            hvd_op op, const size_t *bounds, char *err,
+                            size_t errlen);
+int hvd__coll_reducescatter_by_allreduce(struct hvd_ctx *c, const void *sendbuf,
+                                         void *recvbuf, size_t count,
+                                         hvd_dtype dt, hvd_op op,
+                                         const size_t *bounds, char *err,
+                                         size_t errlen);
+/* bytes[i * size + j] bytes go from rank i to rank j (every rank passes
+ * the same matrix): sendbuf holds this rank's blocks for ranks 0, 1, ...
+ * end to end, recvbuf receives the blocks sent to this rank, in rank
+ * order. The fallback moves every rank's whole sendbuf to every rank. */
+int hvd__coll_alltoallv(struct hvd_ctx *c, const void *sendbuf, void *recvbuf,
+                        const size_t *bytes, char *err, size_t errlen);
+int hvd__coll_alltoallv_by_allgatherv(struct hvd_ctx *c, const void *sendbuf,
+                                      void *recvbuf, const size_t *bytes,
+                                      char *err, size_t errlen);
 /* With HOROVOD_LOG_LEVEL at debug or trace, says on stderr which
  * transport this rank uses. */
 void hvd__coll_log(const struct hvd_ctx *c);

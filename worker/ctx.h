@@ -27,7 +27,10 @@ enum hvd_op_kind {
     HVD_OP_ALLREDUCE, /* the values match enum hvd_req_kind */
     HVD_OP_BROADCAST,
     HVD_OP_ALLGATHER,
-    HVD_OP_BARRIER
+    HVD_OP_BARRIER,
+    /* 4 is negotiation's HVD_REQ_STALL, which is no operation. */
+    HVD_OP_REDUCESCATTER = 5,
+    HVD_OP_ALLTOALL = 6
 };
 
 struct hvd_request;
@@ -42,8 +45,10 @@ struct hvd_work {
     hvd_dtype dtype;
     hvd_op op_kind;
     int root;
-    void **gathered; /* allgather result */
-    size_t *counts;  /* allgather counts */
+    void **gathered;          /* allgather, alltoall result */
+    size_t *counts;           /* allgather counts; alltoall counts received */
+    size_t row;               /* reducescatter: elements per row */
+    const size_t *sendcounts; /* alltoall: elements to each rank */
     char name[HVD_NAME_MAX];
     char err[HVD_ERRMSG];
     int64_t submit_us, announce_us; /* for the timeline */

@@ -33,6 +33,11 @@ static void finish_op(struct hvd_ctx *c, struct hvd_request *op)
     pthread_mutex_unlock(&c->mu);
 }
 
+/* By enum hvd_op_kind (4 is no operation). */
+static const char *const kind_names[] = {
+    "allreduce", "broadcast",     "allgather", "barrier",
+    "operation", "reducescatter", "alltoall"};
+
 /* One part is done; the op completes with its last part. */
 static void complete(struct hvd_ctx *c, struct hvd_work *w, int rc,
                      const char *err)
@@ -40,11 +45,7 @@ static void complete(struct hvd_ctx *c, struct hvd_work *w, int rc,
     struct hvd_request *op = w->op;
     if (rc != 0 && op->rc == 0) {
         op->rc = rc;
-        snprintf(op->err, sizeof(op->err), "%s '%s': %s",
-                 w->kind == HVD_OP_ALLREDUCE   ? "allreduce"
-                 : w->kind == HVD_OP_BROADCAST ? "broadcast"
-                 : w->kind == HVD_OP_ALLGATHER ? "allgather"
-                                               : "barrier",
+        snprintf(op->err, sizeof(op->err), "%s '%s': %s", kind_names[w->kind],
                  w->name, err && err[0] ? err : hvd_strerror(rc));
     }
     if (--op->left == 0)
@@ -143,7 +144,8 @@ static void trace(struct hvd_ctx *c, const struct hvd_work *w, int64_t start,
                   int n)
 {
     static const char *ops[] = {"ALLREDUCE", "BROADCAST", "ALLGATHER",
-                                "BARRIER"};
+                                "BARRIER",   "OPERATION", "REDUCESCATTER",
+                                "ALLTOALL"};
     char args[160];
     if (c->tl.fd < 0)
         return;
@@ -297,6 +299,7 @@ static void cycle(struct hvd_ctx *c)
                                    .op = (uint8_t)w->op_kind,
                                    .root = w->root,
                                    .count = w->count,
+                                   .row = w->row,
                                    .name = w->name,
                                    .compress = (uint8_t)w->compress,
                                    .device = (uint8_t)w->device,

@@ -66,41 +66,131 @@ out:
     return rc;
 }
 
-/* An allreduce with options: the input scaled (and, compressed, narrowed
- * to float16) in a copy, reduced, then widened back and scaled. */
-static int allreduce_opts(struct hvd_ctx *c, struct hvd_work *w)
+size_t hvd__exec_rows(const struct hvd_work *w, int size, int rank,
+                      size_t *first)
+{
+    size_t rows = w->row ? w->count / w->row : 0;
+    size_t lo = hvd__ring_seg_first(rows, size, rank);
+    if (first)
+        *first = lo * w->row;
+    return (hvd__ring_seg_first(rows, size, rank + 1) - lo) * w->row;
+}
+
+/* The element bounds of every rank's rows (size+1; malloc). */
+static size_t *row_bounds(const struct hvd_ctx *c, const struct hvd_work *w)
+{
+    size_t *b = malloc(((size_t)c->size + 1) * sizeof(*b));
+    for (int r = 0; b && r < c->size; r++)
+        hvd__exec_rows(w, c->size, r, &b[r]);
+    if (b)
+        b[c->size] = w->count;
+    return b;
+}
+
+/* An allreduce (bounds NULL) or a reducescatter (this rank's elements of
+ * bounds) on a copy of the input that is scaled (and, compressed,
+ * narrowed to float16); the result is widened back and scaled. */
+static int reduce_opts(struct hvd_ctx *c, struct hvd_work *w,
+                       const size_t *bounds)
 {
     hvd_dtype run = w->compress ? HVD_FLOAT16 : w->dtype;
-    size_t n = w->count;
-    uint8_t *tmp = malloc(n * hvd_dtype_size(run) + 1);
+    size_t n = w->count, rs = hvd_dtype_size(run);
+    size_t lo = bounds ? bounds[c->rank] : 0;
+    size_t nout = bounds ? bounds[c->rank + 1] - lo : n;
+    uint8_t *tmp = malloc(n * rs + (bounds ? nout * rs : 0) + 1), *res = NULL;
     int rc = HVD_ENOMEM;
 
     if (tmp == NULL)
         goto out;
+    res = bounds ? tmp + n * rs : tmp;
     if (w->compress) {
         float *scaled = malloc(n * sizeof(float) + 1);
         if (scaled == NULL)
             goto out;
-        memcpy(scaled, w->sendbuf, n * sizeof(float));
+        if (n > 0)
+            memcpy(scaled, w->sendbuf, n * sizeof(float));
         hvd__scale(scaled, n, HVD_FLOAT32, w->prescale);
         /* Narrowing is hvd__finish's job (a plain sum over one rank). */
         hvd__finish(tmp, scaled, n, HVD_FLOAT16, HVD_SUM, 1);
         free(scaled);
-    } else {
-        memcpy(tmp, w->sendbuf, n * hvd_dtype_size(run));
+    } else if (n > 0) {
+        memcpy(tmp, w->sendbuf, n * rs);
         hvd__scale(tmp, n, run, w->prescale);
     }
-    rc = hvd__coll_allreduce(c, tmp, tmp, n, run, w->op_kind, w->err,
-                             sizeof(w->err));
+    rc = bounds ? hvd__coll_reducescatter(c, tmp, res, n, run, w->op_kind,
+                                          bounds, w->err, sizeof(w->err))
+                : hvd__coll_allreduce(c, tmp, tmp, n, run, w->op_kind, w->err,
+                                      sizeof(w->err));
     if (rc)
         goto out;
+    if (nout == 0) /* a reducescatter's rank with no rows; recvbuf NULL */
+        goto out;
     if (w->compress)
-        hvd__widen(w->recvbuf, tmp, n, HVD_FLOAT16);
+        hvd__widen(w->recvbuf, res, nout, HVD_FLOAT16);
     else
-        memcpy(w->recvbuf, tmp, n * hvd_dtype_size(run));
-    hvd__scale(w->recvbuf, n, w->dtype, w->postscale);
+        memcpy(w->recvbuf, res, nout * rs);
+    hvd__scale(w->recvbuf, nout, w->dtype, w->postscale);
 out:
     free(tmp);
+    return rc;
+}
+
+/* The allreduce's bits, but only this rank's rows arrive. */
+static int do_reducescatter(struct hvd_ctx *c, struct hvd_work *w)
+{
+    size_t *bounds = row_bounds(c, w);
+    int rc = HVD_ENOMEM;
+    if (bounds == NULL)
+        goto out;
+    if (w->compress || w->prescale != 1 || w->postscale != 1)
+        rc = reduce_opts(c, w, bounds);
+    else
+        rc = hvd__coll_reducescatter(c, w->sendbuf, w->recvbuf, w->count,
+                                     w->dtype, w->op_kind, bounds, w->err,
+                                     sizeof(w->err));
+out:
+    free(bounds);
+    return rc;
+}
+
+/* Every rank's send counts first (so that every rank knows the whole
+ * matrix), then the data into a new buffer. */
+static int do_alltoall(struct hvd_ctx *c, struct hvd_work *w)
+{
+    size_t es = hvd_dtype_size(w->dtype), n = (size_t)c->size, me = c->rank;
+    uint64_t *counts = calloc(n * n, sizeof(*counts));
+    size_t *bytes = calloc(n * n, sizeof(*bytes)), total = 0;
+    uint8_t *all = NULL;
+    int rc = HVD_ENOMEM;
+
+    if (counts == NULL || bytes == NULL)
+        goto out;
+    for (size_t j = 0; j < n; j++) {
+        counts[me * n + j] = w->sendcounts[j];
+        bytes[j] = n * sizeof(uint64_t);
+    }
+    rc = hvd__coll_allgatherv(c, &counts[me * n], counts, bytes, w->err,
+                              sizeof(w->err));
+    if (rc)
+        goto out;
+    for (size_t k = 0; k < n * n; k++)
+        bytes[k] = (size_t)counts[k] * es;
+    for (size_t i = 0; i < n; i++) {
+        w->counts[i] = (size_t)counts[i * n + me];
+        total += bytes[i * n + me];
+    }
+    if (total > 0 && (all = malloc(total)) == NULL) {
+        rc = HVD_ENOMEM;
+        goto out;
+    }
+    rc = hvd__coll_alltoallv(c, w->sendbuf, all, bytes, w->err, sizeof(w->err));
+out:
+    if (rc == 0)
+        *w->gathered = all;
+    else
+        free(all);
+    free(counts);
+    free(bytes);
     return rc;
 }
 
@@ -115,7 +205,7 @@ int hvd__exec(struct hvd_ctx *c, struct hvd_work *w)
     switch (w->kind) {
     case HVD_OP_ALLREDUCE:
         if (w->compress || w->prescale != 1 || w->postscale != 1) {
-            rc = allreduce_opts(c, w);
+            rc = reduce_opts(c, w, NULL);
             break;
         }
         rc = hvd__coll_allreduce(c, w->sendbuf, w->recvbuf, w->count, w->dtype,
@@ -128,6 +218,12 @@ int hvd__exec(struct hvd_ctx *c, struct hvd_work *w)
         break;
     case HVD_OP_ALLGATHER:
         rc = do_allgather(c, w);
+        break;
+    case HVD_OP_REDUCESCATTER:
+        rc = do_reducescatter(c, w);
+        break;
+    case HVD_OP_ALLTOALL:
+        rc = do_alltoall(c, w);
         break;
     case HVD_OP_BARRIER:
         /* Every rank's byte must arrive everywhere: nobody leaves early. */

@@ -14,6 +14,11 @@ int hvd__exec(struct hvd_ctx *c, struct hvd_work *w);
  * w->counts, over the host transport; *total gets their bytes together. */
 int hvd__exec_counts(struct hvd_ctx *c, struct hvd_work *w, size_t *total,
                      char *err, size_t errlen);
+/* How many elements of reducescatter w rank gets (of size ranks), and
+ * where they start (*first, when not NULL): Horovod's split of the rows,
+ * the first count/row % size ranks one row more. */
+size_t hvd__exec_rows(const struct hvd_work *w, int size, int rank,
+                      size_t *first);
 /* Every rank's len bytes, in rank order: *all (malloc) and lens[size]. */
 int hvd__exec_gather(struct hvd_ctx *c, const uint8_t *mine, size_t len,
                      uint8_t **all, size_t *lens, char *err, size_t errlen);

@@ -29,10 +29,19 @@ struct hvd_neg_entry {
     uint8_t seen[];             /* one byte per rank */
 };
 
+/* Indexed by enum hvd_req_kind. */
 static const char *kind_name(int k)
 {
-    static const char *n[] = {"allreduce", "broadcast", "allgather", "barrier"};
-    return k >= 0 && k < 4 ? n[k] : "operation";
+    static const char *n[] = {"allreduce", "broadcast", "allgather",
+                              "barrier",   "operation", "reducescatter",
+                              "alltoall"};
+    return k >= 0 && k < (int)(sizeof(n) / sizeof(n[0])) ? n[k] : "operation";
+}
+
+/* Whether kind reduces: op and the allreduce options must agree. */
+static int reduces(int k)
+{
+    return k == HVD_REQ_ALLREDUCE || k == HVD_REQ_REDUCESCATTER;
 }
 
 /* Indexed by hvd_dtype value. */
@@ -92,7 +101,8 @@ static int32_t cache_find(const struct hvd_neg *t, const struct hvd_req *req)
             continue;
         return c->kind == req->kind && c->dtype == req->dtype &&
                        c->op == req->op && c->root == req->root &&
-                       c->count == req->count && c->compress == req->compress &&
+                       c->count == req->count && c->row == req->row &&
+                       c->compress == req->compress &&
                        c->device == req->device &&
                        c->prescale == req->prescale &&
                        c->postscale == req->postscale
@@ -185,18 +195,25 @@ static int describe(char *msg, size_t cap, const char *name,
                  "Mismatched %s data types: rank %d sent %s, rank %d sent %s "
                  "for tensor '%s'",
                  k, a, dtype_name(f->dtype), b, dtype_name(r->dtype), name);
-    else if (r->count != f->count && f->kind != HVD_REQ_ALLGATHER)
+    else if (r->count != f->count && f->kind != HVD_REQ_ALLGATHER &&
+             f->kind != HVD_REQ_ALLTOALL)
         snprintf(msg, cap,
                  "Mismatched %s tensor sizes: rank %d sent %llu elements, "
                  "rank %d sent %llu for tensor '%s'",
                  k, a, (unsigned long long)f->count, b,
                  (unsigned long long)r->count, name);
-    else if (r->op != f->op && f->kind == HVD_REQ_ALLREDUCE)
+    else if (r->row != f->row && f->kind == HVD_REQ_REDUCESCATTER)
+        snprintf(msg, cap,
+                 "Mismatched %s row sizes: rank %d sent rows of %llu "
+                 "elements, rank %d rows of %llu for tensor '%s'",
+                 k, a, (unsigned long long)f->row, b,
+                 (unsigned long long)r->row, name);
+    else if (r->op != f->op && reduces(f->kind))
         snprintf(msg, cap,
                  "Mismatched %s operations: rank %d asked for %s, rank %d "
                  "for %s of tensor '%s'",
                  k, a, op_name(f->op), b, op_name(r->op), name);
-    else if (f->kind == HVD_REQ_ALLREDUCE &&
+    else if (reduces(f->kind) &&
              (r->compress != f->compress || r->prescale != f->prescale ||
               r->postscale != f->postscale))
         snprintf(msg, cap,
@@ -377,6 +394,8 @@ int hvd__neg_encode(const struct hvd_neg *t, const struct hvd_req *reqs,
             hvd_wbuf_u32(&w, (uint32_t)(b >> 32));
             hvd_wbuf_u32(&w, (uint32_t)b);
         }
+        hvd_wbuf_u32(&w, (uint32_t)(reqs[i].row >> 32));
+        hvd_wbuf_u32(&w, (uint32_t)reqs[i].row);
     }
     /* The frame header is not needed on the ring: hand out the payload. */
     uint8_t *f;
@@ -441,8 +460,8 @@ int hvd__neg_decode(const struct hvd_neg *t, const uint8_t *p, size_t len,
          ((*bits)[nbytes - 1] >> (t->ncache % 8)) != 0))
         return r.err ? r.err : HVD_EPROTO;
     uint32_t cnt = hvd_rbuf_u32(&r);
-    /* Each request takes at least 35 bytes: no forged count allocates. */
-    if (r.err || cnt > (r.len - r.off) / 35)
+    /* Each request takes at least 43 bytes: no forged count allocates. */
+    if (r.err || cnt > (r.len - r.off) / 43)
         return r.err ? r.err : HVD_EPROTO;
     struct hvd_req *a = calloc(cnt ? cnt : 1, sizeof(*a));
     if (a == NULL)
@@ -463,6 +482,8 @@ int hvd__neg_decode(const struct hvd_neg *t, const uint8_t *p, size_t len,
             b |= hvd_rbuf_u32(&r);
             memcpy(f[k], &b, sizeof(b));
         }
+        hi = hvd_rbuf_u32(&r);
+        a[i].row = hi << 32 | hvd_rbuf_u32(&r);
     }
     int err = hvd_rbuf_done(&r);
     if (err) {

@@ -13,7 +13,9 @@ enum hvd_req_kind {
     HVD_REQ_BROADCAST = 1,
     HVD_REQ_ALLGATHER = 2,
     HVD_REQ_BARRIER = 3,
-    HVD_REQ_STALL = 4 /* from rank 0 only: give up on this name */
+    HVD_REQ_STALL = 4, /* from rank 0 only: give up on this name */
+    HVD_REQ_REDUCESCATTER = 5,
+    HVD_REQ_ALLTOALL = 6
 };
 
 /* What a rank asks for under a name. */
@@ -22,9 +24,11 @@ struct hvd_req {
     uint8_t dtype;
     uint8_t op;
     int32_t root;
-    uint64_t count; /* allgather: this rank's own count, may differ */
+    /* allgather, alltoall: this rank's own count, may differ */
+    uint64_t count;
+    uint64_t row; /* reducescatter: elements per row; otherwise 0 */
     char *name;
-    uint8_t compress; /* allreduce: sent as float16 */
+    uint8_t compress; /* allreduce, reducescatter: sent as float16 */
     uint8_t device;   /* the buffers are CUDA device memory */
     double prescale, postscale;
 };
@@ -95,9 +99,9 @@ int hvd__neg_ready_cached(struct hvd_neg *t, size_t id, struct hvd_resp **out,
  * Request lists on the wire: the cached requests as a bitmap over the
  * cache (length-prefixed, one bit per id), then u32 n and the others in
  * full: u8 kind, u8 dtype, u8 op, i32 root, u64 count (two u32), str
- * name, u8 compress, u8 device, and the prescale and postscale factors (IEEE
- * doubles as two u32 each). In steady state a cycle's message is the bitmap
- * alone.
+ * name, u8 compress, u8 device, the prescale and postscale factors (IEEE
+ * doubles as two u32 each) and u64 row (two u32). In steady state a cycle's
+ * message is the bitmap alone.
  */
 int hvd__neg_encode(const struct hvd_neg *t, const struct hvd_req *reqs,
                     size_t n, uint8_t **out, size_t *len);

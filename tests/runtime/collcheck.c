@@ -144,6 +144,164 @@ static void test_allgather(size_t base)
     free(counts);
 }
 
+/* Rank r's rows of R as Horovod splits them: R/n, one more below R%n. */
+static size_t rows_of(size_t R, int r, size_t *first)
+{
+    size_t base = R / (size_t)size, extra = R % (size_t)size;
+    *first = (size_t)r * base + ((size_t)r < extra ? (size_t)r : extra);
+    return base + ((size_t)r < extra);
+}
+
+/* R rows of row elements: this rank's slice of the serial reference. */
+static void test_reducescatter(size_t R, size_t row, hvd_dtype dt, hvd_op op)
+{
+    size_t es = hvd_dtype_size(dt), n = R * row, first;
+    size_t mine = rows_of(R, rank, &first) * row;
+    uint8_t *in = malloc(n * es + 1), *out = malloc(mine * es + 1),
+            *want = malloc(n * es + 1);
+    char what[160];
+    for (size_t i = 0; i < n; i++)
+        store(in, i, dt, value(rank, i, op));
+    elems_reference(want, n, dt, op, size, value);
+    snprintf(what, sizeof(what), "reducescatter %s %s rows=%zu row=%zu",
+             dt_names[dt], op_names[op], R, row);
+    int rc = hvd_reducescatter(in, out, n, row, dt, op, what, NULL);
+    check(rc == 0 && memcmp(out, want + first * row * es, mine * es) == 0,
+          what);
+    if (rc)
+        printf("collcheck: rank %d: %s\n", rank, hvd_last_error());
+    free(in);
+    free(out);
+    free(want);
+}
+
+/* Random floats (and options): the same bits as the slice of hvd_allreduce
+ * with the same options, which collcheck checks elsewhere. */
+static void test_rs_like_allreduce(size_t R, size_t row, hvd_dtype dt,
+                                   hvd_op op, double pre, double post, int comp)
+{
+    size_t es = hvd_dtype_size(dt), n = R * row, first;
+    size_t mine = rows_of(R, rank, &first) * row;
+    uint8_t *in = malloc(n * es + 1), *all = malloc(n * es + 1),
+            *out = malloc(mine * es + 1);
+    hvd_allreduce_opts o = {pre, post, comp};
+    uint64_t x = 88172645463325252ull ^ (uint64_t)(rank + 7);
+    hvd_handle h;
+    char what[160];
+    for (size_t i = 0; i < n; i++) {
+        x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+        store(in, i, dt, (double)(x % 100000) / 997.0 - 50);
+    }
+    snprintf(what, sizeof(what), "identical rs.%s.%s.%g.%g.%d n=%zu",
+             dt_names[dt], op_names[op], pre, post, comp, n);
+    int rc = hvd_allreduce_ex_async(in, all, n, dt, op, "rs.whole", &o, &h);
+    if (rc == 0)
+        rc = hvd_wait(h);
+    if (rc == 0)
+        rc = hvd_reducescatter(in, out, n, row, dt, op, what, &o);
+    check(rc == 0 && memcmp(out, all + first * row * es, mine * es) == 0, what);
+    if (rc)
+        printf("collcheck: rank %d: %s\n", rank, hvd_last_error());
+    if (rank == 0 && rc == 0)
+        printf("collcheck: %s hash %016" PRIx64 "\n", what,
+               fnv(out, mine * es, 1469598103934665603ull));
+    free(in);
+    free(all);
+    free(out);
+}
+
+/* Ranks that disagree fail the operation on every rank, and go on. */
+static void test_mismatches(void)
+{
+    double in[16] = {0}, out[16];
+    size_t counts[64];
+    void *got = NULL;
+    if (size < 2 || size > 64)
+        return;
+    int rc = hvd_reducescatter(in, out, rank == 0 ? 6 : 8, 2, HVD_FLOAT64,
+                               HVD_SUM, "rs.count", NULL);
+    check(rc == HVD_EMISMATCH, "reducescatter count mismatch");
+    rc = hvd_reducescatter(in, out, 12, rank == 0 ? 3 : 4, HVD_FLOAT64, HVD_SUM,
+                           "rs.row", NULL);
+    check(rc == HVD_EMISMATCH && strstr(hvd_last_error(), "row sizes") != NULL,
+          "reducescatter row mismatch");
+    rc = hvd_reducescatter(in, out, 4, 1, rank == 0 ? HVD_FLOAT64 : HVD_INT64,
+                           HVD_SUM, "rs.dtype", NULL);
+    check(rc == HVD_EMISMATCH, "reducescatter dtype mismatch");
+    rc = hvd_reducescatter(in, out, 4, 1, HVD_FLOAT64,
+                           rank == 0 ? HVD_SUM : HVD_MAX, "rs.op", NULL);
+    check(rc == HVD_EMISMATCH, "reducescatter op mismatch");
+    size_t one[64];
+    for (int r = 0; r < size; r++)
+        one[r] = 1;
+    rc = hvd_alltoall(in, one, rank == 0 ? HVD_FLOAT64 : HVD_INT64, &got,
+                      counts, "a2a.dtype");
+    check(rc == HVD_EMISMATCH && got == NULL, "alltoall dtype mismatch");
+    rc =
+        hvd_reducescatter(in, out, 0, 0, HVD_FLOAT64, HVD_SUM, "rs.zero", NULL);
+    check(rc == HVD_EINVAL, "reducescatter row 0");
+    rc = hvd_reducescatter(in, out, 7, 2, HVD_FLOAT64, HVD_SUM, "rs.odd", NULL);
+    check(rc == HVD_EINVAL, "reducescatter row that does not divide");
+    /* And the job goes on. */
+    for (int i = 0; i < 16; i++)
+        in[i] = 1;
+    rc = hvd_reducescatter(in, out, 16, 1, HVD_FLOAT64, HVD_SUM, "rs.after",
+                           NULL);
+    size_t first, mine = rows_of(16, rank, &first);
+    int ok = rc == 0;
+    for (size_t i = 0; ok && i < mine; i++)
+        ok = out[i] == size;
+    check(ok, "a reducescatter after the mismatches");
+}
+
+/* Rank r sends rank j base + (r + 2j) % 4 elements (some none), each
+ * naming sender, receiver and index. */
+static size_t a2a_count(int from, int to, size_t base)
+{
+    return base ? base + (size_t)((from + 2 * to) % 4) : 0;
+}
+
+static double a2a_value(int from, int to, size_t i)
+{
+    return from * 1e6 + to * 1e4 + (double)i;
+}
+
+static void test_alltoall(size_t base, int zeros)
+{
+    size_t *sc = calloc((size_t)size, sizeof(*sc));
+    size_t *rc_counts = calloc((size_t)size, sizeof(*rc_counts)), total = 0;
+    char what[96];
+    for (int j = 0; j < size; j++) {
+        sc[j] = zeros && (rank + j) % 2 ? 0 : a2a_count(rank, j, base);
+        total += sc[j];
+    }
+    double *in = malloc(total * 8 + 8);
+    size_t k = 0;
+    for (int j = 0; j < size; j++)
+        for (size_t i = 0; i < sc[j]; i++)
+            in[k++] = a2a_value(rank, j, i);
+    void *out = NULL;
+    snprintf(what, sizeof(what), "alltoall base=%zu%s", base,
+             zeros ? " zeros" : "");
+    int rc = hvd_alltoall(in, sc, HVD_FLOAT64, &out, rc_counts, what);
+    int ok = rc == 0;
+    k = 0;
+    for (int r = 0; ok && r < size; r++) {
+        size_t want = zeros && (r + rank) % 2 ? 0 : a2a_count(r, rank, base);
+        ok = rc_counts[r] == want;
+        for (size_t i = 0; ok && i < want; i++, k++)
+            ok = ((double *)out)[k] == a2a_value(r, rank, i);
+    }
+    ok = ok && (k > 0 || out == NULL);
+    check(ok, what);
+    if (rc)
+        printf("collcheck: rank %d: %s\n", rank, hvd_last_error());
+    free(out);
+    free(in);
+    free(sc);
+    free(rc_counts);
+}
+
 static void test_barrier(void)
 {
     struct timespec a, b;
@@ -226,6 +384,25 @@ int main(int argc, char **argv)
     test_allgather(5);
     test_allgather(100000);
     test_allgather(300000); /* more than one shared-memory slot per rank */
+    static const size_t rows[][2] = {{0, 1}, {3, 1}, {7, 3}, {1027, 2}};
+    for (int dt = HVD_UINT8; dt <= ELEMS_LAST_DTYPE; dt++)
+        for (int op = HVD_SUM; op <= HVD_PRODUCT; op++)
+            for (size_t s = 0; s < sizeof(rows) / sizeof(rows[0]); s++)
+                test_reducescatter(rows[s][0], rows[s][1], (hvd_dtype)dt,
+                                   (hvd_op)op);
+    test_reducescatter((1u << 18) + 3, 4, HVD_FLOAT32, HVD_SUM);
+    test_reducescatter((1u << 18) + 3, 4, HVD_BFLOAT16, HVD_MAX);
+    test_rs_like_allreduce(100003, 1, HVD_FLOAT32, HVD_AVERAGE, 1, 1, 0);
+    test_rs_like_allreduce(33335, 3, HVD_BFLOAT16, HVD_SUM, 1, 1, 0);
+    test_rs_like_allreduce(5, 2, HVD_FLOAT32, HVD_SUM, 1, 1, 0);
+    test_rs_like_allreduce(20001, 5, HVD_FLOAT32, HVD_SUM, 0.5, 3, 0);
+    test_rs_like_allreduce(20001, 5, HVD_FLOAT32, HVD_AVERAGE, 1, 1, 1);
+    test_rs_like_allreduce(1001, 2, HVD_FLOAT64, HVD_SUM, 0.25, 2, 0);
+    test_alltoall(0, 0);
+    test_alltoall(1, 0);
+    test_alltoall(5, 1);
+    test_alltoall(100000, 0); /* more than one shared-memory slot */
+    test_mismatches();
     test_barrier();
     if (big)
         test_allreduce(16u << 20, HVD_FLOAT32, HVD_SUM, 1); /* 64 MiB */

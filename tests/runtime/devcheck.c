@@ -145,6 +145,62 @@ static void test_allgather(void)
     free(counts);
 }
 
+/* 2 rows per rank and one more on rank 0: each gets its own rows summed. */
+static void test_reducescatter(void)
+{
+    size_t R = 2 * (size_t)size + 1, row = 3, n = R * row;
+    size_t first = rank == 0 ? 0 : (2 * (size_t)rank + 1) * row;
+    size_t mine = (rank == 0 ? 3 : 2) * row;
+    float *in = malloc(n * 4), got[9];
+    for (size_t i = 0; i < n; i++)
+        in[i] = (float)i + (float)rank;
+    void *d = upload(in, n * 4), *o = hvd__gpu_fake_alloc(mine * 4);
+    int rc = hvd_reducescatter(d, o, n, row, HVD_FLOAT32, HVD_SUM, "rs", NULL);
+    int ok = rc == 0;
+    if (ok)
+        download(got, o, mine * 4);
+    float ranks = (float)size * (float)(size - 1) / 2;
+    for (size_t i = 0; ok && i < mine; i++)
+        ok = got[i] == (float)(first + i) * (float)size + ranks;
+    check(ok, "reducescatter float32 on device memory");
+    free(in);
+}
+
+/* Rank r sends r + 1 elements to each rank. */
+static void test_alltoall(void)
+{
+    size_t *sc = calloc((size_t)size, sizeof(*sc));
+    size_t *counts = calloc((size_t)size, sizeof(*counts)), total = 0;
+    void *out = NULL;
+    for (int j = 0; j < size; j++) {
+        sc[j] = 1 + (size_t)rank;
+        total += sc[j];
+    }
+    double *in = malloc(total * 8);
+    for (size_t k = 0; k < total; k++)
+        in[k] = rank * 100.0 + (double)(k / sc[0]);
+    void *d = upload(in, total * 8);
+    int rc = hvd_alltoall(d, sc, HVD_FLOAT64, &out, counts, "a2a");
+    int ok = rc == 0 && out != NULL, dev = -1;
+    size_t got_n = 0;
+    for (int r = 0; ok && r < size; r++) {
+        ok = counts[r] == 1 + (size_t)r;
+        got_n += counts[r];
+    }
+    ok = ok && hvd__gpu_is_device(out, &dev) == 1;
+    double *got = malloc(got_n * 8 + 8);
+    if (ok)
+        download(got, out, got_n * 8);
+    for (int r = 0, k = 0; ok && r < size; r++)
+        for (size_t i = 0; ok && i < counts[r]; i++, k++)
+            ok = got[k] == r * 100.0 + (double)rank;
+    check(ok, "alltoall float64 into device memory");
+    free(got);
+    free(in);
+    free(sc);
+    free(counts);
+}
+
 /* Host and device buffers in one call are refused at once. */
 static void test_mixed_buffers(void)
 {
@@ -183,6 +239,8 @@ int main(void)
     for (int root = 0; root < size; root++)
         test_broadcast(root, 4099);
     test_allgather();
+    test_reducescatter();
+    test_alltoall();
     test_mixed_buffers();
     test_memory_mismatch();
     printf("devcheck: rank %d of %d: %d checks, %d failures\n", rank, size,

@@ -193,6 +193,79 @@ class Collectives(unittest.TestCase):
         self.assertIs(hvd.broadcast_(t, self.n - 1), t)
         self.assertTrue(torch.equal(t, data(self.n - 1, torch.int64)))
 
+    def test_reducescatter(self):
+        n = self.n
+        for dtype in INTS + FLOATS:
+            for op in OPS:
+                for shape in ((2 * n + 1, 3), (max(n - 1, 1), 2), (5,)):
+                    with self.subTest(dtype=dtype, op=op, shape=shape):
+                        out = hvd.reducescatter(data(self.r, dtype, shape),
+                                                op=op)
+                        rows = [shape[0] // n + (r < shape[0] % n)
+                                for r in range(n)]
+                        first = sum(rows[:self.r])
+                        want = reference(dtype, op, n, shape)[
+                            first:first + rows[self.r]]
+                        self.assertEqual(out.shape, want.shape)
+                        if dtype in INTS:
+                            self.assertTrue(torch.equal(out, want))
+                        else:
+                            self.assertTrue(close(out, want, dtype))
+        t = data(self.r, torch.float32, (n, 2))
+        out = hvd.reducescatter(t, op=hvd.Sum, prescale_factor=0.5,
+                                postscale_factor=4.0)
+        want = 2 * reference(torch.float32, hvd.Sum, n, (n, 2))[self.r]
+        self.assertTrue(close(out, want.unsqueeze(0), torch.float32))
+        outs = hvd.grouped_reducescatter([t, t.double()], op=hvd.Sum)
+        self.assertEqual([o.dtype for o in outs],
+                         [torch.float32, torch.float64])
+        self.assertTrue(close(outs[1], reference(torch.float32, hvd.Sum, n,
+                                                 (n, 2))[self.r:self.r + 1],
+                              torch.float64))
+        # Horovod's gradient: the allgather, times the size for Sum.
+        x = torch.ones((2 * n, 3), requires_grad=True)
+        hvd.reducescatter(x, op=hvd.Sum).sum().backward()
+        self.assertTrue(torch.equal(x.grad, torch.full_like(x, n)))
+        x = torch.ones((2 * n, 3), requires_grad=True)
+        hvd.reducescatter(x).sum().backward()
+        self.assertTrue(torch.equal(x.grad, torch.ones_like(x)))
+        with self.assertRaises(ValueError):
+            hvd.reducescatter(torch.tensor(1.0))
+        with self.assertRaises(HorovodInternalError):
+            hvd.reducescatter(torch.ones(self.r + 2), name="rs.mismatch")
+
+    def test_alltoall(self):
+        n = self.n
+
+        def rows(src, dst):
+            return (src + dst) % 3
+
+        def block(src, dst):
+            return torch.full((rows(src, dst), 2), 100.0 * src + dst)
+
+        t = torch.cat([block(self.r, k) for k in range(n)])
+        splits = torch.tensor([rows(self.r, k) for k in range(n)])
+        out, got = hvd.alltoall(t, splits=splits)
+        self.assertTrue(torch.equal(out, torch.cat([block(s, self.r)
+                                                    for s in range(n)])))
+        self.assertEqual(got.tolist(), [rows(s, self.r) for s in range(n)])
+        self.assertEqual(got.dtype, torch.int32)
+        even = torch.arange(2 * n, dtype=torch.int64) + 10 * self.r
+        out = hvd.alltoall(even)
+        want = torch.cat([torch.arange(2 * self.r, 2 * self.r + 2) + 10 * s
+                          for s in range(n)])
+        self.assertTrue(torch.equal(out, want))
+        h = hvd.alltoall_async(even, splits=[2] * n, name="a2a.async")
+        out, got = hvd.synchronize(h)
+        self.assertTrue(torch.equal(out, want))
+        x = torch.ones((2 * n, 2), requires_grad=True)
+        (hvd.alltoall(x) * 3).sum().backward()
+        self.assertTrue(torch.equal(x.grad, torch.full_like(x, 3.0)))
+        with self.assertRaises(ValueError):
+            hvd.alltoall(torch.ones(2 * n + 1))
+        with self.assertRaises(ValueError):
+            hvd.alltoall(torch.ones(3), splits=[1] * (n + 1))
+
     def test_sparse_allreduce(self):
         def sparse(r):
             idx = torch.tensor([[r % 3, 2], [1, r % 4]])

@@ -93,6 +93,60 @@ Test(negotiate, mismatches_name_both_ranks)
     r = req("fc1.weight", 7);
     r.kind = HVD_REQ_ALLGATHER;
     cr_expect_str_eq(mismatch(r), "");
+    /* And alltoall's, whose splits are each rank's own. */
+    r = req("fc1.weight", 7);
+    r.kind = HVD_REQ_ALLTOALL;
+    cr_expect_str_eq(mismatch(r), "");
+}
+
+/* mismatch() against rank 0's reducescatter of 1024 elements in rows of
+ * 4, as rank 2 asks for r. */
+static const char *rs_mismatch(struct hvd_req r)
+{
+    static char msg[256];
+    struct hvd_neg t;
+    struct hvd_resp *o = NULL;
+    size_t n = 0;
+    struct hvd_req r0 = req("emb", 1024);
+    r0.kind = HVD_REQ_REDUCESCATTER;
+    r0.row = 4;
+    hvd__neg_init(&t, 3, 0);
+    hvd__neg_add(&t, 0, &r0, &o, &n);
+    hvd__neg_add(&t, 1, &r0, &o, &n);
+    hvd__neg_add(&t, 2, &r, &o, &n);
+    cr_assert_eq(n, 1);
+    snprintf(msg, sizeof(msg), "%s", o[0].error ? o[0].msg : "");
+    free_resp(o, n);
+    hvd__neg_close(&t);
+    return msg;
+}
+
+Test(negotiate, reducescatter_mismatches)
+{
+    struct hvd_req r = req("emb", 1024);
+    r.kind = HVD_REQ_REDUCESCATTER;
+    r.row = 4;
+    cr_expect_str_eq(rs_mismatch(r), "");
+    r.row = 8;
+    cr_expect_str_eq(rs_mismatch(r),
+                     "Mismatched reducescatter row sizes: rank 0 sent rows "
+                     "of 4 elements, rank 2 rows of 8 for tensor 'emb'");
+    r.row = 4;
+    r.count = 512;
+    cr_expect_str_eq(rs_mismatch(r),
+                     "Mismatched reducescatter tensor sizes: rank 0 sent "
+                     "1024 elements, rank 2 sent 512 for tensor 'emb'");
+    r.count = 1024;
+    r.op = HVD_MIN;
+    cr_expect_str_eq(rs_mismatch(r),
+                     "Mismatched reducescatter operations: rank 0 asked for "
+                     "sum, rank 2 for min of tensor 'emb'");
+    r.op = HVD_SUM;
+    r.kind = HVD_REQ_ALLREDUCE;
+    r.row = 0;
+    cr_expect_str_eq(rs_mismatch(r),
+                     "Mismatched operations: rank 0 asked for reducescatter, "
+                     "rank 2 for allreduce of tensor 'emb'");
 }
 
 /* Rank 0 against ranks 1 and 2: the same message in every arrival order. */
@@ -173,6 +227,7 @@ Test(negotiate, wire_round_trip_and_truncation)
     in[1].root = -3;
     in[1].compress = 1;
     in[1].postscale = 0.25;
+    in[0].row = (1ull << 35) + 3;
     uint8_t *p;
     size_t len, n;
     struct hvd_req *out;
@@ -183,6 +238,7 @@ Test(negotiate, wire_round_trip_and_truncation)
     cr_assert_eq(n, 2);
     cr_expect_str_eq(out[0].name, "alpha");
     cr_expect_eq(out[0].count, 1ull << 40);
+    cr_expect_eq(out[0].row, (1ull << 35) + 3);
     cr_expect_eq(out[1].kind, HVD_REQ_BROADCAST);
     cr_expect_eq(out[1].root, -3);
     cr_expect_eq(out[1].compress, 1);

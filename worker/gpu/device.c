@@ -49,11 +49,14 @@ static void notice(const struct hvd_ctx *c, const char *why)
 static int stage_in(struct hvd_ctx *c, struct hvd_work *w, char *err,
                     size_t errlen)
 {
-    size_t bytes = w->count * hvd_dtype_size(w->dtype);
+    size_t es = hvd_dtype_size(w->dtype), bytes = w->count * es, out = 0;
     int rc = 0;
     w->dev_sendbuf = w->sendbuf;
     w->dev_recvbuf = w->recvbuf;
-    if ((w->host = malloc(bytes ? bytes : 1)) == NULL)
+    /* A reducescatter's rows arrive after its input. */
+    if (w->kind == HVD_OP_REDUCESCATTER)
+        out = hvd__exec_rows(w, c->size, c->rank, NULL) * es;
+    if ((w->host = malloc(bytes + out + 1)) == NULL)
         return HVD_ENOMEM;
     switch (w->kind) {
     case HVD_OP_ALLREDUCE:
@@ -67,7 +70,13 @@ static int stage_in(struct hvd_ctx *c, struct hvd_work *w, char *err,
                                errlen);
         w->recvbuf = w->host;
         break;
-    default: /* allgather */
+    case HVD_OP_REDUCESCATTER:
+        rc = hvd__gpu_copy(w->host, w->sendbuf, bytes, w->device_id, err,
+                           errlen);
+        w->sendbuf = w->host;
+        w->recvbuf = w->host + bytes;
+        break;
+    default: /* allgather, alltoall */
         rc = hvd__gpu_copy(w->host, w->sendbuf, bytes, w->device_id, err,
                            errlen);
         w->sendbuf = w->host;
@@ -76,8 +85,8 @@ static int stage_in(struct hvd_ctx *c, struct hvd_work *w, char *err,
     return rc;
 }
 
-/* Puts the result where the caller wants it (for allgather, in new device
- * memory) and frees the staging copy. */
+/* Puts the result where the caller wants it (for allgather and alltoall,
+ * in new device memory) and frees the staging copy. */
 static int stage_out(struct hvd_ctx *c, struct hvd_work *w, int ok, char *err,
                      size_t errlen)
 {
@@ -89,7 +98,13 @@ static int stage_out(struct hvd_ctx *c, struct hvd_work *w, int ok, char *err,
     else if (ok && w->kind == HVD_OP_BROADCAST && c->rank != w->root)
         rc = hvd__gpu_copy(w->dev_recvbuf, w->host, bytes, w->device_id, err,
                            errlen);
-    else if (ok && w->kind == HVD_OP_ALLGATHER && *w->gathered) {
+    else if (ok && w->kind == HVD_OP_REDUCESCATTER)
+        rc = hvd__gpu_copy(w->dev_recvbuf, w->recvbuf,
+                           hvd__exec_rows(w, c->size, c->rank, NULL) * es,
+                           w->device_id, err, errlen);
+    else if (ok &&
+             (w->kind == HVD_OP_ALLGATHER || w->kind == HVD_OP_ALLTOALL) &&
+             *w->gathered) {
         size_t total = 0;
         void *dev = NULL;
         for (int r = 0; r < c->size; r++)

@@ -127,7 +127,8 @@ HVD_EXPORT int hvd_device(void);
  * In a build with CUDA, the buffers of hvd_allreduce, hvd_broadcast and
  * hvd_allgather (and their _async forms) may be CUDA device memory (found
  * with cudaPointerGetAttributes): NCCL reduces them on the device, or,
- * without NCCL, they are staged through host memory. The data must be
+ * without NCCL, they are staged through host memory, as those of
+ * hvd_reducescatter and hvd_alltoall always are. The data must be
  * ready: synchronize the stream that wrote it before the call. A call
  * returns (a handle completes) when the result is in place.
  */
@@ -204,6 +205,45 @@ HVD_EXPORT int hvd_allreduce_ex_async(const void *sendbuf, void *recvbuf,
                                       const char *name,
                                       const hvd_allreduce_opts *opts,
                                       hvd_handle *handle);
+
+/*
+ * Horovod's reducescatter: the elementwise reduction of every rank's count
+ * elements, as hvd_allreduce computes it (the same bits, op and opts), of
+ * which recvbuf receives this rank's rows. The count / row rows of row
+ * elements each are split over the ranks in order, as Horovod splits a
+ * tensor's first dimension: with R rows and n ranks, rank r gets R / n
+ * rows, and one more if r < R % n. recvbuf holds that many rows; it must
+ * not overlap sendbuf. Every rank must give the same count, row, dtype,
+ * op and opts (else HVD_EMISMATCH); row must be at least 1 and divide
+ * count (else HVD_EINVAL). opts may be NULL.
+ */
+HVD_EXPORT int hvd_reducescatter(const void *sendbuf, void *recvbuf,
+                                 size_t count, size_t row, hvd_dtype dtype,
+                                 hvd_op op, const char *name,
+                                 const hvd_allreduce_opts *opts);
+HVD_EXPORT int hvd_reducescatter_async(const void *sendbuf, void *recvbuf,
+                                       size_t count, size_t row,
+                                       hvd_dtype dtype, hvd_op op,
+                                       const char *name,
+                                       const hvd_allreduce_opts *opts,
+                                       hvd_handle *handle);
+
+/*
+ * Horovod's alltoall with splits: sendbuf holds sendcounts[0] elements for
+ * rank 0, then sendcounts[1] for rank 1, and so on (hvd_size() entries).
+ * On success *recvbuf is a new buffer (malloc; NULL when empty) holding
+ * what each rank sent to this one, in rank order, and recvcounts[r]
+ * (hvd_size() entries) the count from rank r. Ranks may send different
+ * counts but must agree on dtype. With device memory, *recvbuf is device
+ * memory from cudaMalloc.
+ */
+HVD_EXPORT int hvd_alltoall(const void *sendbuf, const size_t *sendcounts,
+                            hvd_dtype dtype, void **recvbuf, size_t *recvcounts,
+                            const char *name);
+HVD_EXPORT int hvd_alltoall_async(const void *sendbuf, const size_t *sendcounts,
+                                  hvd_dtype dtype, void **recvbuf,
+                                  size_t *recvcounts, const char *name,
+                                  hvd_handle *handle);
 
 /* 1 when the operation has completed, 0 when not yet. */
 HVD_EXPORT int hvd_poll(hvd_handle handle);

@@ -396,6 +396,78 @@ static int mpi_allgatherv(struct hvd_ctx *c, const void *sendbuf, void *recvbuf,
 }
 
 /*
+ * MPI_Reduce_scatter for integers, whose reductions (wrapping, as libhvd's
+ * kernels do) give the same bits in any order, so that MPI's order cannot
+ * part from its allreduce's. Floats, whose bits depend on the order, and
+ * counts past an int take the allreduce and keep its slice.
+ */
+static int mpi_reducescatter(struct hvd_ctx *c, const void *sendbuf,
+                             void *recvbuf, size_t count, hvd_dtype dt,
+                             hvd_op op, const size_t *bounds, char *err,
+                             size_t errlen)
+{
+    struct hvd_mpi *m = c->mpi;
+    size_t es = hvd_dtype_size(dt);
+    size_t mine = bounds[m->rank + 1] - bounds[m->rank];
+    int ints = dt == HVD_UINT8 || dt == HVD_INT8 || dt == HVD_INT16 ||
+               dt == HVD_INT32 || dt == HVD_INT64;
+
+    if (count == 0)
+        return 0;
+    if (!ints || count > INT_MAX ||
+        hvd__overlap(sendbuf, count * es, recvbuf, mine * es))
+        return hvd__coll_reducescatter_by_allreduce(
+            c, sendbuf, recvbuf, count, dt, op, bounds, err, errlen);
+    for (int r = 0; r < m->size; r++)
+        m->counts[r] = (int)(bounds[r + 1] - bounds[r]);
+    int e = MPI_Reduce_scatter(sendbuf, recvbuf, m->counts, mpi_type(dt),
+                               mpi_op(m, dt, op), m->comm);
+    if (e != MPI_SUCCESS)
+        return fail(e, "MPI_Reduce_scatter", err, errlen);
+    if (op == HVD_AVERAGE)
+        hvd__finish(recvbuf, recvbuf, mine, dt, op, c->size);
+    return 0;
+}
+
+/* MPI_Alltoallv in bytes; offsets past an int take the fallback. */
+static int mpi_alltoallv(struct hvd_ctx *c, const void *sendbuf, void *recvbuf,
+                         const size_t *bytes, char *err, size_t errlen)
+{
+    struct hvd_mpi *m = c->mpi;
+    size_t n = (size_t)m->size, me = (size_t)m->rank, sent = 0, got = 0;
+    int *a = calloc(4 * n, sizeof(*a)), rc = 0;
+    int *scounts = a, *sdispls = a + n, *rcounts = a + 2 * n,
+        *rdispls = a + 3 * n;
+
+    if (a == NULL)
+        return HVD_ENOMEM;
+    for (size_t j = 0; j < n; j++) {
+        sent += bytes[me * n + j];
+        got += bytes[j * n + me];
+    }
+    if (sent > INT_MAX || got > INT_MAX) {
+        rc = hvd__coll_alltoallv_by_allgatherv(c, sendbuf, recvbuf, bytes, err,
+                                               errlen);
+        goto out;
+    }
+    for (size_t j = 0, s = 0, r = 0; j < n; j++) {
+        scounts[j] = (int)bytes[me * n + j];
+        sdispls[j] = (int)s;
+        s += bytes[me * n + j];
+        rcounts[j] = (int)bytes[j * n + me];
+        rdispls[j] = (int)r;
+        r += bytes[j * n + me];
+    }
+    int e = MPI_Alltoallv(sendbuf, scounts, sdispls, MPI_BYTE, recvbuf, rcounts,
+                          rdispls, MPI_BYTE, m->comm);
+    if (e != MPI_SUCCESS)
+        rc = fail(e, "MPI_Alltoallv", err, errlen);
+out:
+    free(a);
+    return rc;
+}
+
+/*
  * Bells. A negotiation cycle is an allgather every rank must join, and an
  * idle rank has no socket on which another rank's start would show. So a
  * rank that starts a cycle of its own sends every other rank a bell, an
@@ -478,6 +550,8 @@ const struct hvd_transport hvd__transport_mpi = {
     .allreduce = mpi_allreduce,
     .broadcast = mpi_broadcast,
     .allgatherv = mpi_allgatherv,
+    .reducescatter = mpi_reducescatter,
+    .alltoallv = mpi_alltoallv,
     .describe = mpi_describe,
     .peer_started = mpi_peer_started,
     .cycle_start = mpi_cycle_start,

@@ -41,6 +41,19 @@ struct hvd_transport {
                      char *err, size_t errlen);
     int (*allgatherv)(struct hvd_ctx *c, const void *sendbuf, void *recvbuf,
                       const size_t *bytes, char *err, size_t errlen);
+    /* Elements bounds[rank] .. bounds[rank+1]-1 (size+1 bounds) of the
+     * allreduce of count elements into recvbuf, with the bits allreduce
+     * gives them. NULL: the allreduce into scratch memory, then the slice
+     * (hvd__coll_reducescatter_by_allreduce). */
+    int (*reducescatter)(struct hvd_ctx *c, const void *sendbuf, void *recvbuf,
+                         size_t count, hvd_dtype dt, hvd_op op,
+                         const size_t *bounds, char *err, size_t errlen);
+    /* bytes[i * size + j] go from rank i to rank j: sendbuf holds this
+     * rank's blocks for ranks 0, 1, ... end to end, recvbuf gets the
+     * blocks for this rank in rank order. NULL: an allgatherv of every
+     * rank's whole sendbuf (hvd__coll_alltoallv_by_allgatherv). */
+    int (*alltoallv)(struct hvd_ctx *c, const void *sendbuf, void *recvbuf,
+                     const size_t *bytes, char *err, size_t errlen);
     /* One line on the transport, for HOROVOD_LOG_LEVEL=debug. */
     void (*describe)(const struct hvd_ctx *c, char *out, size_t len);
     /* NULL: a ring neighbour's bytes or a local rank ahead in shared

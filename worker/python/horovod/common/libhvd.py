@@ -87,6 +87,14 @@ _SIG = {
     "hvd_allgather_async": (_c.c_int, [
         _c.c_void_p, _c.c_size_t, _c.c_int, _c.POINTER(_c.c_void_p),
         _c.POINTER(_c.c_size_t), _c.c_char_p, _c.POINTER(_c.c_void_p)]),
+    "hvd_reducescatter_async": (_c.c_int, [
+        _c.c_void_p, _c.c_void_p, _c.c_size_t, _c.c_size_t, _c.c_int,
+        _c.c_int, _c.c_char_p, _c.POINTER(AllreduceOpts),
+        _c.POINTER(_c.c_void_p)]),
+    "hvd_alltoall_async": (_c.c_int, [
+        _c.c_void_p, _c.POINTER(_c.c_size_t), _c.c_int,
+        _c.POINTER(_c.c_void_p), _c.POINTER(_c.c_size_t), _c.c_char_p,
+        _c.POINTER(_c.c_void_p)]),
     "hvd_poll": (_c.c_int, [_c.c_void_p]),
     "hvd_wait": (_c.c_int, [_c.c_void_p]),
     "hvd_last_error": (_c.c_char_p, []),

@@ -21,6 +21,8 @@ from horovod.torch.functions import (  # noqa: F401
 from horovod.torch.mpi_ops import (  # noqa: F401
     Adasum, Average, Max, Min, Product, ProcessSet, Sum, add_process_set,
     allgather, allgather_async, allreduce, allreduce_, allreduce_async,
+    alltoall, alltoall_async, grouped_reducescatter,
+    grouped_reducescatter_async, reducescatter, reducescatter_async,
     allreduce_async_, barrier, broadcast, broadcast_, broadcast_async,
     broadcast_async_, ccl_built, cross_rank, cross_size, cuda_built,
     ddl_built, gloo_built, gloo_enabled, global_process_set,

@@ -326,6 +326,44 @@ def grouped_allreduce_(tensors, average=None, name=None, op=None,
         process_set))
 
 
+def _row_shape(tensor):
+    """The shape of one row (all but the first dimension) and its size."""
+    rows = tuple(tensor.shape[1:]) if tensor.dim() > 0 else ()
+    row = 1
+    for d in rows:
+        row *= d
+    return rows, row
+
+
+def _take(buf, counts, tensor, what, name):
+    """The tensor of rows libhvd gathered into buf (malloc()ed, freed
+    here), whose per-rank element counts are counts, on tensor's device."""
+    rows, row = _row_shape(tensor)
+    total = sum(counts)
+    try:
+        bad = [r for r in range(len(counts)) if row and counts[r] % row]
+        if bad:
+            raise HorovodInternalError(
+                "%s %s: rank %d sent %d elements, which are not rows of "
+                "shape %s: ranks may differ in the first dimension only"
+                % (what, name or "(unnamed)", bad[0], counts[bad[0]],
+                   list(rows)))
+        out = torch.empty((total // row if row else 0,) + rows,
+                          dtype=tensor.dtype)
+        if total:
+            ctypes.memmove(out.data_ptr(), buf.value,
+                           total * out.element_size())
+    finally:
+        if buf.value:
+            libhvd.free(buf.value)
+    return out.to(tensor.device) if tensor.is_cuda else out
+
+
+def _host(tensor):
+    """tensor, or its host copy for the calls libhvd takes on the host."""
+    return tensor.cpu() if tensor.is_cuda else tensor
+
+
 def allgather_async(tensor, name=None, process_set=global_process_set):
     """Starts concatenating every rank's tensor along the first
     dimension, in rank order. Ranks may differ in the first dimension
@@ -337,41 +375,16 @@ def allgather_async(tensor, name=None, process_set=global_process_set):
     check_supported(process_set)
     _claim(name)
     dt = _dtype(tensor)
-    device = tensor.device
-    src = tensor.cpu() if tensor.is_cuda else tensor
-    rows = tuple(tensor.shape[1:]) if tensor.dim() > 0 else ()
-    row = 1
-    for d in rows:
-        row *= d
-    n = size()
-    counts = (ctypes.c_size_t * n)()
+    src = _host(tensor)
+    counts = (ctypes.c_size_t * size())()
     buf = ctypes.c_void_p()
     h = ctypes.c_void_p()
     libhvd.check(libhvd.lib.hvd_allgather_async(
         src.data_ptr(), src.numel(), dt, ctypes.byref(buf), counts,
         _cname(name), ctypes.byref(h)), submit=True)
-
-    def finish():
-        total = sum(counts)
-        try:
-            bad = [r for r in range(n) if row and counts[r] % row]
-            if bad:
-                raise HorovodInternalError(
-                    "allgather %s: rank %d sent %d elements, which are not "
-                    "rows of shape %s: ranks may differ in the first "
-                    "dimension only" % (name or "(unnamed)", bad[0],
-                                        counts[bad[0]], list(rows)))
-            first = total // row if row else 0
-            out = torch.empty((first,) + rows, dtype=tensor.dtype)
-            if total:
-                ctypes.memmove(out.data_ptr(), buf.value,
-                               total * out.element_size())
-        finally:
-            if buf.value:
-                libhvd.free(buf.value)
-        return out.to(device) if device.type != "cpu" else out
-
-    return _register([h], (src, counts, buf), finish, name)
+    return _register([h], (src, counts, buf),
+                     lambda: _take(buf, counts, tensor, "allgather", name),
+                     name)
 
 
 class HorovodAllgather(torch.autograd.Function):
@@ -416,6 +429,213 @@ def grouped_allgather_async(tensors, name=None,
 def grouped_allgather(tensors, name=None, process_set=global_process_set):
     """Allgathers of a list of tensors, together; the list of results."""
     return synchronize(grouped_allgather_async(tensors, name, process_set))
+
+
+def _split_rows(rows, n):
+    """Horovod's split of rows over n ranks: the first rows % n get one
+    more."""
+    return [rows // n + (1 if r < rows % n else 0) for r in range(n)]
+
+
+def reducescatter_async(tensor, name=None, op=Average,
+                        process_set=global_process_set, prescale_factor=1.0,
+                        postscale_factor=1.0):
+    """Starts reducing tensor over every rank and scattering the result:
+    rank r gets its block of rows of the first dimension (the rows split
+    as evenly as they go, the lower ranks taking one more).
+
+    Arguments are those of allreduce_async(); op defaults to Average.
+
+    Returns:
+        A handle for poll() and synchronize(), which returns this rank's
+        rows.
+    """
+    check_supported(process_set)
+    if tensor.dim() == 0:
+        raise ValueError("reducescatter needs a tensor of at least one "
+                         "dimension")
+    _claim(name)
+    dt = _dtype(tensor)
+    _ready(tensor)
+    rows, row = _row_shape(tensor)
+    mine = _split_rows(tensor.shape[0], size())[rank()]
+    output = tensor.new_empty((mine,) + rows)
+    opts = None
+    if prescale_factor != 1.0 or postscale_factor != 1.0:
+        opts = ctypes.byref(libhvd.AllreduceOpts(prescale_factor,
+                                                 postscale_factor, 0))
+    h = ctypes.c_void_p()
+    libhvd.check(libhvd.lib.hvd_reducescatter_async(
+        tensor.data_ptr(), output.data_ptr(), tensor.numel(), max(row, 1),
+        dt, _libop(op), _cname(name), opts, ctypes.byref(h)), submit=True)
+    return _register([h], (tensor, output), lambda: output, name)
+
+
+def _scaled_for_backward(grads, op, pre, post, n):
+    """Horovod's gradient of a reducescatter, before its allgather."""
+    factor = (n if op == Sum else 1) * pre * post
+    return [g * factor if factor != 1 else g for g in grads]
+
+
+class HorovodReducescatter(torch.autograd.Function):
+    """reducescatter as an autograd function: the gradient is the
+    allgather of the result's gradients, times the size for Sum and the
+    scale factors, as Horovod defines it."""
+
+    @staticmethod
+    def forward(ctx, tensor, name, op, process_set, prescale_factor,
+                postscale_factor):
+        ctx.args = (op, prescale_factor, postscale_factor, process_set)
+        return synchronize(reducescatter_async(
+            tensor, name, op, process_set, prescale_factor, postscale_factor))
+
+    @staticmethod
+    def backward(ctx, grad_output):
+        op, pre, post, ps = ctx.args
+        g, = _scaled_for_backward([grad_output.contiguous()], op, pre, post,
+                                  size())
+        return allgather(g, process_set=ps), None, None, None, None, None
+
+
+def reducescatter(tensor, name=None, compression=Compression.none, op=Average,
+                  process_set=global_process_set, prescale_factor=1.0,
+                  postscale_factor=1.0):
+    """Reduces tensor over every rank and returns this rank's rows of the
+    result; differentiable. Arguments as reducescatter_async(), and
+    compression."""
+    sent, cctx = compression.compress(tensor)
+    out = HorovodReducescatter.apply(sent, name, op, process_set,
+                                     prescale_factor, postscale_factor)
+    return compression.decompress(out, cctx)
+
+
+def grouped_reducescatter_async(tensors, name=None, op=Average,
+                                process_set=global_process_set,
+                                prescale_factor=1.0, postscale_factor=1.0):
+    """Starts reducescatters of a list of tensors that complete together;
+    synchronize() returns the list of this rank's rows of each."""
+    tensors = list(tensors)
+    if name is None:
+        name = "grouped_reducescatter.noname.%d" % next(_group_names)
+    _claim(name)
+    parts = [reducescatter_async(t, "%s.%d" % (name, i), op, process_set,
+                                 prescale_factor, postscale_factor)
+             for i, t in enumerate(tensors)]
+    pend = [_pending.pop(p) for p in parts]
+    return _register([h for p in pend for h in p.handles],
+                     [p.keep for p in pend],
+                     lambda: [p.finish() for p in pend], name)
+
+
+class HorovodGroupedReducescatter(torch.autograd.Function):
+    """grouped_reducescatter as an autograd function."""
+
+    @staticmethod
+    def forward(ctx, name, op, process_set, prescale_factor, postscale_factor,
+                *tensors):
+        ctx.args = (op, prescale_factor, postscale_factor, process_set)
+        return tuple(synchronize(grouped_reducescatter_async(
+            tensors, name, op, process_set, prescale_factor,
+            postscale_factor)))
+
+    @staticmethod
+    def backward(ctx, *grads):
+        op, pre, post, ps = ctx.args
+        gs = _scaled_for_backward([g.contiguous() for g in grads], op, pre,
+                                  post, size())
+        return (None, None, None, None, None) + tuple(
+            grouped_allgather(gs, process_set=ps))
+
+
+def grouped_reducescatter(tensors, name=None, compression=Compression.none,
+                          op=Average, process_set=global_process_set,
+                          prescale_factor=1.0, postscale_factor=1.0):
+    """Reducescatters of a list of tensors, together; the list of this
+    rank's rows of each; differentiable."""
+    sent = [compression.compress(t) for t in tensors]
+    out = HorovodGroupedReducescatter.apply(name, op, process_set,
+                                            prescale_factor, postscale_factor,
+                                            *[s for s, _ in sent])
+    return [compression.decompress(o, c) for o, (_, c) in zip(out, sent)]
+
+
+def alltoall_async(tensor, splits=None, name=None,
+                   process_set=global_process_set):
+    """Starts sending rows of tensor's first dimension to every rank:
+    splits[r] rows (in order) to rank r, or as many to each when splits is
+    None (the first dimension must then divide evenly).
+
+    Returns:
+        A handle for poll() and synchronize(), which returns the rows
+        every rank sent here, in rank order, and how many came from each
+        (an int32 tensor).
+    """
+    check_supported(process_set)
+    if tensor.dim() == 0:
+        raise ValueError("alltoall needs a tensor of at least one dimension")
+    n = size()
+    first = tensor.shape[0]
+    if splits is None:
+        if first % n:
+            raise ValueError("alltoall: the first dimension (%d) does not "
+                             "divide among %d ranks: give splits"
+                             % (first, n))
+        rows = [first // n] * n
+    else:
+        rows = [int(x) for x in (splits.tolist() if torch.is_tensor(splits)
+                                 else splits)]
+        if len(rows) != n or min(rows) < 0 or sum(rows) != first:
+            raise ValueError("alltoall: splits must be %d non-negative "
+                             "numbers of rows that add up to %d, not %r"
+                             % (n, first, rows))
+    _claim(name)
+    dt = _dtype(tensor)
+    src = _host(tensor)
+    _, row = _row_shape(tensor)
+    sendcounts = (ctypes.c_size_t * n)(*[k * row for k in rows])
+    recvcounts = (ctypes.c_size_t * n)()
+    buf = ctypes.c_void_p()
+    h = ctypes.c_void_p()
+    libhvd.check(libhvd.lib.hvd_alltoall_async(
+        src.data_ptr(), sendcounts, dt, ctypes.byref(buf), recvcounts,
+        _cname(name), ctypes.byref(h)), submit=True)
+
+    def finish():
+        out = _take(buf, recvcounts, tensor, "alltoall", name)
+        got = [c // row if row else 0 for c in recvcounts]
+        return out, torch.tensor(got, dtype=torch.int32)
+
+    return _register([h], (src, sendcounts, recvcounts, buf), finish, name)
+
+
+class HorovodAlltoall(torch.autograd.Function):
+    """alltoall as an autograd function: the gradient goes back the way
+    the rows came."""
+
+    @staticmethod
+    def forward(ctx, tensor, splits, name, process_set):
+        out, received = synchronize(alltoall_async(tensor, splits, name,
+                                                   process_set))
+        ctx.process_set = process_set
+        ctx.received = received
+        if splits is None:
+            return out
+        ctx.mark_non_differentiable(received)
+        return out, received
+
+    @staticmethod
+    def backward(ctx, grad_output, *_):
+        grad, _ = synchronize(alltoall_async(
+            grad_output.contiguous(), ctx.received,
+            process_set=ctx.process_set))
+        return grad, None, None, None
+
+
+def alltoall(tensor, splits=None, name=None, process_set=global_process_set):
+    """Sends splits[r] rows of tensor to each rank r and returns the rows
+    received, in rank order; with splits given, also how many came from
+    each rank. Differentiable."""
+    return HorovodAlltoall.apply(tensor, splits, name, process_set)
 
 
 def sparse_allreduce_async(tensor, name, op, process_set=global_process_set):
