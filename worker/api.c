@@ -16,6 +16,7 @@
 #include "join.h"
 #include "setting.h"
 #include "transport/mpi_backend.h"
+#include "transport/ring.h"
 #include "transport/transport.h"
 
 static struct hvd_ctx *g_ctx;
@@ -388,8 +389,10 @@ HVD_EXPORT int hvd_reducescatter_async(const void *sendbuf, void *recvbuf,
     /* This rank's rows, as the transports split them; none may come with
      * a NULL recvbuf. */
     struct hvd_ctx *c = g_ctx;
-    size_t rows = count / row, n = c ? (size_t)c->size : 1;
-    size_t mine = c ? rows / n + ((size_t)c->rank < rows % n) : rows;
+    size_t rows = count / row, mine = rows;
+    if (c)
+        mine = hvd__ring_seg_first(rows, c->size, c->rank + 1) -
+               hvd__ring_seg_first(rows, c->size, c->rank);
     int rc = prepare_reduce("hvd_reducescatter", sendbuf, recvbuf, count,
                             mine * row, dtype, op, name, opts, handle, &o);
     if (rc)

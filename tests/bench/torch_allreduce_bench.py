@@ -22,16 +22,12 @@ import subprocess
 import sys
 import time
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-ROOT = os.path.dirname(os.path.dirname(HERE))
-BUILD = os.environ.get("HVD_BUILD_DIR", os.path.join(ROOT, "build"))
-HOROVODRUN = os.environ.get("HVD_HOROVODRUN",
-                            os.path.join(BUILD, "launcher", "horovodrun"))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(
+    os.path.abspath(__file__))), "torch"))
+from torchenv import BUILD, HOROVODRUN, LIB, PY, PYPATH  # noqa: E402
+
 HVD_BENCH = os.environ.get("HVD_BENCH",
                            os.path.join(BUILD, "tests", "bench", "hvd_bench"))
-LIB = os.environ.get("HVD_LIBRARY", os.path.join(BUILD, "worker", "libhvd.so"))
-PYPATH = os.environ.get("HVD_PYTHONPATH", os.path.join(ROOT, "worker", "python"))
-PY = os.environ.get("HVD_TORCH_PYTHON", "/usr/bin/python3")
 ROW = re.compile(r"^\s*(\d+)\s+(\d+)\s+float32\s+sum\s+([\d.]+)\s+([\d.]+)\s+"
                  r"([\d.]+)\s+(\S+)\s*$")
 SMALL = 64 * 1024

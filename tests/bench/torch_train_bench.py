@@ -20,16 +20,10 @@ import statistics
 import subprocess
 import sys
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-ROOT = os.path.dirname(os.path.dirname(HERE))
-BUILD = os.environ.get("HVD_BUILD_DIR", os.path.join(ROOT, "build"))
-HOROVODRUN = os.environ.get("HVD_HOROVODRUN",
-                            os.path.join(BUILD, "launcher", "horovodrun"))
-LIB = os.environ.get("HVD_LIBRARY",
-                     os.path.join(BUILD, "worker", "libhvd.so"))
-PYPATH = os.environ.get("HVD_PYTHONPATH",
-                        os.path.join(ROOT, "worker", "python"))
-PY = os.environ.get("HVD_TORCH_PYTHON", "/usr/bin/python3")
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(
+    os.path.abspath(__file__))), "torch"))
+from torchenv import HOROVODRUN, LIB, PY, PYPATH, ROOT  # noqa: E402
+
 HVD_PY = os.environ.get("HVD_HOROVOD_PYTHON",
                         os.path.join(ROOT, "build-venv", "bin", "python"))
 EXAMPLE = os.path.join(ROOT, "examples", "pytorch_train.py")

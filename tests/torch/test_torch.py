@@ -14,21 +14,10 @@ HVD_PYTHONPATH (worker/python), set by meson.
 import os
 import re
 import subprocess
-import sys
 import tempfile
 import unittest
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-TESTS = os.path.dirname(HERE)
-sys.path.insert(0, os.path.join(TESTS, "integration"))
-
-import hvdtest  # noqa: E402
-
-ROOT = os.path.dirname(TESTS)
-PY = os.environ.get("HVD_TORCH_PYTHON", "/usr/bin/python3")
-PYPATH = os.environ.get("HVD_PYTHONPATH", os.path.join(ROOT, "worker", "python"))
-LIB = os.environ.get("HVD_LIBRARY",
-                     os.path.join(hvdtest.BUILD, "worker", "libhvd.so"))
+from torchenv import HERE, LIB, PY, PYPATH, ROOT, hvdtest
 
 
 def env(**extra):

@@ -21,10 +21,8 @@ SUM, AVERAGE, MIN, MAX, PRODUCT = range(5)
 # libhvd's compression of an allreduce (enum hvd_compression).
 COMPRESS_NONE, COMPRESS_FP16 = 0, 1
 
-# The codes of worker/include/hvd.h that are not failures of a peer or of
-# the job: a call the program got wrong.
+# The codes of worker/include/hvd.h that are a call the program got wrong.
 EINVAL = -1
-EMISMATCH = -22
 ENOTINIT = -13
 
 

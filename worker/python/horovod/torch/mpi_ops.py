@@ -74,6 +74,14 @@ def _register(handles, keep, finish, name=None):
     return handle
 
 
+def _combine(parts, name):
+    """One handle for the handles of parts, whose results it lists."""
+    pend = [_pending.pop(h) for h in parts]
+    return _register([h for p in pend for h in p.handles],
+                     [p.keep for p in pend],
+                     lambda: [p.finish() for p in pend], name)
+
+
 def _dtype(tensor):
     """libhvd's dtype for tensor, or Horovod's ValueError."""
     dt = _DTYPES.get(tensor.dtype)
@@ -417,13 +425,9 @@ def grouped_allgather_async(tensors, name=None,
                             process_set=global_process_set):
     """Starts allgathers of a list of tensors that complete together;
     synchronize() returns the list of results."""
-    parts = [allgather_async(t, None if name is None else
-                             "%s.%d" % (name, i), process_set)
-             for i, t in enumerate(tensors)]
-    pend = [_pending.pop(p) for p in parts]
-    return _register([h for p in pend for h in p.handles],
-                     [p.keep for p in pend],
-                     lambda: [p.finish() for p in pend], name)
+    return _combine([allgather_async(t, None if name is None else
+                                     "%s.%d" % (name, i), process_set)
+                     for i, t in enumerate(tensors)], name)
 
 
 def grouped_allgather(tensors, name=None, process_set=global_process_set):
@@ -518,13 +522,10 @@ def grouped_reducescatter_async(tensors, name=None, op=Average,
     if name is None:
         name = "grouped_reducescatter.noname.%d" % next(_group_names)
     _claim(name)
-    parts = [reducescatter_async(t, "%s.%d" % (name, i), op, process_set,
-                                 prescale_factor, postscale_factor)
-             for i, t in enumerate(tensors)]
-    pend = [_pending.pop(p) for p in parts]
-    return _register([h for p in pend for h in p.handles],
-                     [p.keep for p in pend],
-                     lambda: [p.finish() for p in pend], name)
+    return _combine([reducescatter_async(t, "%s.%d" % (name, i), op,
+                                         process_set, prescale_factor,
+                                         postscale_factor)
+                     for i, t in enumerate(tensors)], name)
 
 
 class HorovodGroupedReducescatter(torch.autograd.Function):

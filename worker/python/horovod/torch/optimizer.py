@@ -236,7 +236,6 @@ class _DistributedOptimizer(torch.optim.Optimizer):
                 if isinstance(key, tuple):
                     for p, o, c in zip(key, out, ctx):
                         self._finish(p, o, c)
-                    self._group_counts[key] = 0
                 else:
                     self._finish(key, out, ctx)
         finally:
