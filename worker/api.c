@@ -13,6 +13,7 @@
 #include "gpu/device.h"
 #include "gpu/gpu.h"
 #include "hvd_build.h"
+#include "api.h"
 #include "join.h"
 #include "setting.h"
 #include "transport/mpi_backend.h"
@@ -22,11 +23,23 @@
 static struct hvd_ctx *g_ctx;
 static pthread_mutex_t g_init_mu = PTHREAD_MUTEX_INITIALIZER;
 static _Thread_local char g_last_error[2 * HVD_ERRMSG];
+/* The process set this thread's collectives go to (hvd_use_process_set). */
+static _Thread_local int g_pset;
 
-static int fail(int rc, const char *msg)
+struct hvd_ctx *hvd__api_ctx(void)
+{
+    return g_ctx;
+}
+
+int hvd__api_fail(int rc, const char *msg)
 {
     snprintf(g_last_error, sizeof(g_last_error), "%s", msg);
     return rc;
+}
+
+static int fail(int rc, const char *msg)
+{
+    return hvd__api_fail(rc, msg);
 }
 
 HVD_EXPORT const char *hvd_last_error(void)
@@ -44,6 +57,7 @@ static void ctx_free(struct hvd_ctx *c)
     hvd__ring_close(&c->xring);
     hvd__shm_close(&c->shm);
     hvd__mpi_close(c);
+    hvd__pset_close(&c->psets);
     hvd__topo_close(&c->topo);
     if (c->rdv_fd >= 0)
         close(c->rdv_fd);
@@ -79,6 +93,7 @@ HVD_EXPORT int hvd_init(void)
         /* Started by nobody: a job of one, as in Horovod. */
         c->standalone = 1;
         c->size = c->local_size = c->cross_size = 1;
+        rc = hvd__pset_init(&c->psets, 1, 0);
     } else {
         /* Read by the ring and shared-memory waits, the engine's
          * heartbeat and NCCL's waits; MPI's own collectives have no
@@ -88,6 +103,8 @@ HVD_EXPORT int hvd_init(void)
         rc = kind < 0               ? kind
              : kind == HVD_JOIN_MPI ? hvd__mpi_join(c, err, sizeof(err))
                                     : hvd__join(c, err, sizeof(err));
+        if (rc == 0)
+            rc = hvd__pset_init(&c->psets, c->size, c->rank);
         if (rc == 0)
             rc = hvd__engine_start(c);
     }
@@ -217,7 +234,7 @@ static int local_allgather(struct hvd_work *w)
     return 0;
 }
 
-static struct hvd_request *new_op(int nparts)
+struct hvd_request *hvd__api_new_op(int nparts)
 {
     struct hvd_request *op =
         calloc(1, sizeof(*op) + (size_t)nparts * sizeof(op->parts[0]));
@@ -247,8 +264,47 @@ static int set_name(struct hvd_ctx *c, struct hvd_work *w, const char *name,
     return n > 0 && (size_t)n < sizeof(w->name) ? 0 : HVD_EINVAL;
 }
 
+HVD_EXPORT int hvd_use_process_set(int id)
+{
+    if (id < 0)
+        return fail(HVD_EINVAL, "hvd_use_process_set: a process set id is "
+                                "0 or more");
+    int prev = g_pset;
+    g_pset = id;
+    return prev;
+}
+
+int hvd__api_set(struct hvd_ctx *c, const char *what, int root, int *n, int *me)
+{
+    char msg[192] = "";
+    int rc = 0;
+    pthread_mutex_lock(&c->psets.mu);
+    const struct hvd_pset *s = hvd__pset_get(&c->psets, g_pset);
+    if (s == NULL) {
+        snprintf(msg, sizeof(msg),
+                 "%s: there is no process set %d (hvd_use_process_set)", what,
+                 g_pset);
+        rc = HVD_EINVAL;
+    } else if (s->me < 0) {
+        snprintf(msg, sizeof(msg), "%s: rank %d is not in process set %d", what,
+                 c->rank, g_pset);
+        rc = HVD_ENOTMEMBER;
+    } else if (root >= 0 && hvd__pset_place(s, root) < 0) {
+        snprintf(msg, sizeof(msg), "%s: root rank %d is not in process set %d",
+                 what, root, g_pset);
+        rc = HVD_EINVAL;
+    } else {
+        if (n)
+            *n = s->n;
+        if (me)
+            *me = s->me;
+    }
+    pthread_mutex_unlock(&c->psets.mu);
+    return rc ? fail(rc, msg) : g_pset;
+}
+
 /* Hands op to the background thread (or runs it here, for a job of one). */
-static int start(struct hvd_request *op, hvd_handle *handle)
+int hvd__api_start(struct hvd_request *op, hvd_handle *handle)
 {
     struct hvd_ctx *c = g_ctx;
     char msg[HVD_ERRMSG + HVD_NAME_MAX + 8], why[HVD_ERRMSG] = "";
@@ -265,11 +321,14 @@ static int start(struct hvd_request *op, hvd_handle *handle)
     }
     for (int i = 0; i < op->nparts && op->rc == 0; i++) {
         struct hvd_work *w = &op->parts[i];
+        w->set_size = 1; /* the only process set of a job of one */
+        w->set_ranks = c->psets.all.ranks;
         if (w->device) {
             op->rc = hvd__device_exec(c, &w, 1, why, sizeof(why));
             snprintf(w->err, sizeof(w->err), "%s", why);
         } else if (w->kind == HVD_OP_ALLREDUCE && !w->compress &&
-                   w->prescale == 1 && w->postscale == 1)
+                   w->op_kind != HVD_ADASUM && w->prescale == 1 &&
+                   w->postscale == 1)
             op->rc = hvd__ring_allreduce(&c->ring, w->sendbuf, w->recvbuf,
                                          w->count, w->dtype, w->op_kind, w->err,
                                          sizeof(w->err));
@@ -301,9 +360,13 @@ static int prepare(const char *what, hvd_dtype dtype, const char *name,
         snprintf(msg, sizeof(msg), "%s: unknown dtype %d", what, (int)dtype);
         return fail(HVD_EINVAL, msg);
     }
-    struct hvd_request *op = new_op(1);
+    int pset = hvd__api_set(c, what, -1, NULL, NULL);
+    if (pset < 0)
+        return pset;
+    struct hvd_request *op = hvd__api_new_op(1);
     if (op == NULL)
         return fail(HVD_ENOMEM, "out of memory");
+    op->parts[0].pset = pset;
     if (set_name(c, &op->parts[0], name, -1) != 0) {
         free(op);
         snprintf(msg, sizeof(msg), "%s: the name is longer than %d bytes", what,
@@ -313,6 +376,27 @@ static int prepare(const char *what, hvd_dtype dtype, const char *name,
     op->parts[0].dtype = dtype;
     *out = op;
     return 0;
+}
+
+/* Horovod's conditions for Adasum (hvd_op); 0 or an error. */
+static int adasum_check(const char *what, hvd_dtype dtype, int comp)
+{
+    char msg[256];
+    struct hvd_ctx *c = g_ctx;
+    int is_float = dtype == HVD_FLOAT16 || dtype == HVD_BFLOAT16 ||
+                   dtype == HVD_FLOAT32 || dtype == HVD_FLOAT64;
+    const char *why =
+        strcmp(what, "hvd_reducescatter") == 0 ? "reduces only in allreduces"
+        : !is_float                            ? "takes floating-point tensors"
+        : comp != HVD_COMPRESS_NONE            ? "takes no compression"
+        : g_pset != 0 ? "runs among every rank only (process set 0)"
+        : c && (c->size & (c->size - 1)) != 0
+            ? "needs a power-of-two number of ranks"
+            : NULL;
+    if (why == NULL)
+        return 0;
+    snprintf(msg, sizeof(msg), "%s: Adasum %s", what, why);
+    return fail(HVD_EINVAL, msg);
 }
 
 /* Checks an allreduce's or reducescatter's arguments and makes its op,
@@ -331,11 +415,13 @@ static int prepare_reduce(const char *what, const void *sendbuf, void *recvbuf,
     int is_float = dtype == HVD_FLOAT16 || dtype == HVD_BFLOAT16 ||
                    dtype == HVD_FLOAT32 || dtype == HVD_FLOAT64;
     *out = NULL;
-    if ((int)op < HVD_SUM || op > HVD_PRODUCT || handle == NULL ||
+    if ((int)op < HVD_SUM || op > HVD_ADASUM || handle == NULL ||
         (count > 0 && sendbuf == NULL) || (recv_count > 0 && recvbuf == NULL)) {
         snprintf(msg, sizeof(msg), "%s: bad buffer, op or handle", what);
         return fail(HVD_EINVAL, msg);
     }
+    if (op == HVD_ADASUM && adasum_check(what, dtype, comp) != 0)
+        return HVD_EINVAL;
     if ((comp != HVD_COMPRESS_NONE &&
          (comp != HVD_COMPRESS_FP16 || dtype != HVD_FLOAT32)) ||
         ((pre != 1 || post != 1) &&
@@ -372,7 +458,7 @@ HVD_EXPORT int hvd_allreduce_ex_async(const void *sendbuf, void *recvbuf,
     if (rc)
         return rc;
     o->parts[0].kind = HVD_OP_ALLREDUCE;
-    return start(o, handle);
+    return hvd__api_start(o, handle);
 }
 
 HVD_EXPORT int hvd_reducescatter_async(const void *sendbuf, void *recvbuf,
@@ -390,16 +476,20 @@ HVD_EXPORT int hvd_reducescatter_async(const void *sendbuf, void *recvbuf,
      * a NULL recvbuf. */
     struct hvd_ctx *c = g_ctx;
     size_t rows = count / row, mine = rows;
+    int n = 1, me = 0;
+    int ps = c ? hvd__api_set(c, "hvd_reducescatter", -1, &n, &me) : 0;
+    if (ps < 0)
+        return ps;
     if (c)
-        mine = hvd__ring_seg_first(rows, c->size, c->rank + 1) -
-               hvd__ring_seg_first(rows, c->size, c->rank);
+        mine = hvd__ring_seg_first(rows, n, me + 1) -
+               hvd__ring_seg_first(rows, n, me);
     int rc = prepare_reduce("hvd_reducescatter", sendbuf, recvbuf, count,
                             mine * row, dtype, op, name, opts, handle, &o);
     if (rc)
         return rc;
     o->parts[0].kind = HVD_OP_REDUCESCATTER;
     o->parts[0].row = row;
-    return start(o, handle);
+    return hvd__api_start(o, handle);
 }
 
 HVD_EXPORT int hvd_alltoall_async(const void *sendbuf, const size_t *sendcounts,
@@ -413,7 +503,10 @@ HVD_EXPORT int hvd_alltoall_async(const void *sendbuf, const size_t *sendcounts,
     if (recvbuf == NULL || sendcounts == NULL || recvcounts == NULL ||
         handle == NULL)
         return fail(HVD_EINVAL, "hvd_alltoall: bad buffer, counts or handle");
-    for (int r = 0; c && r < c->size; r++)
+    int n = 0, ps = c ? hvd__api_set(c, "hvd_alltoall", -1, &n, NULL) : 0;
+    if (ps < 0)
+        return ps;
+    for (int r = 0; r < n; r++)
         total += sendcounts[r];
     if (total > 0 && sendbuf == NULL)
         return fail(HVD_EINVAL, "hvd_alltoall: bad buffer, counts or handle");
@@ -428,7 +521,7 @@ HVD_EXPORT int hvd_alltoall_async(const void *sendbuf, const size_t *sendcounts,
     w->sendcounts = sendcounts;
     w->gathered = recvbuf;
     w->counts = recvcounts;
-    return start(o, handle);
+    return hvd__api_start(o, handle);
 }
 
 HVD_EXPORT int hvd_allreduce_async(const void *sendbuf, void *recvbuf,
@@ -447,6 +540,9 @@ HVD_EXPORT int hvd_broadcast_async(void *buf, size_t count, hvd_dtype dtype,
     struct hvd_request *o;
     if (c && (root < 0 || root >= c->size))
         return fail(HVD_EINVAL, "hvd_broadcast: root is not a rank");
+    int ps = c ? hvd__api_set(c, "hvd_broadcast", root, NULL, NULL) : 0;
+    if (ps < 0)
+        return ps;
     if ((count > 0 && buf == NULL) || handle == NULL)
         return fail(HVD_EINVAL, "hvd_broadcast: bad buffer or handle");
     int rc = prepare("hvd_broadcast", dtype, name, &o);
@@ -457,7 +553,7 @@ HVD_EXPORT int hvd_broadcast_async(void *buf, size_t count, hvd_dtype dtype,
     w->recvbuf = buf;
     w->count = count;
     w->root = root;
-    return start(o, handle);
+    return hvd__api_start(o, handle);
 }
 
 HVD_EXPORT int hvd_allgather_async(const void *sendbuf, size_t count,
@@ -479,7 +575,7 @@ HVD_EXPORT int hvd_allgather_async(const void *sendbuf, size_t count,
     w->count = count;
     w->gathered = recvbuf;
     w->counts = counts;
-    return start(o, handle);
+    return hvd__api_start(o, handle);
 }
 
 HVD_EXPORT int hvd_grouped_allreduce_async(const void *const *sendbufs,
@@ -493,10 +589,16 @@ HVD_EXPORT int hvd_grouped_allreduce_async(const void *const *sendbufs,
         return fail(HVD_ENOTINIT, "hvd_init() has not been called");
     if (n < 1 || name == NULL || sendbufs == NULL || recvbufs == NULL ||
         counts == NULL || handle == NULL || hvd_dtype_size(dtype) == 0 ||
-        (int)op < HVD_SUM || op > HVD_PRODUCT)
+        (int)op < HVD_SUM || op > HVD_ADASUM)
         return fail(HVD_EINVAL, "hvd_grouped_allreduce: bad arguments (a "
                                 "group needs a name and at least one tensor)");
-    struct hvd_request *o = new_op(n);
+    if (op == HVD_ADASUM &&
+        adasum_check("hvd_grouped_allreduce", dtype, HVD_COMPRESS_NONE) != 0)
+        return HVD_EINVAL;
+    int ps = hvd__api_set(c, "hvd_grouped_allreduce", -1, NULL, NULL);
+    if (ps < 0)
+        return ps;
+    struct hvd_request *o = hvd__api_new_op(n);
     if (o == NULL)
         return fail(HVD_ENOMEM, "out of memory");
     for (int i = 0; i < n; i++) {
@@ -513,8 +615,9 @@ HVD_EXPORT int hvd_grouped_allreduce_async(const void *const *sendbufs,
         w->count = counts[i];
         w->dtype = dtype;
         w->op_kind = op;
+        w->pset = ps;
     }
-    return start(o, handle);
+    return hvd__api_start(o, handle);
 }
 
 HVD_EXPORT int hvd_poll(hvd_handle handle)
@@ -606,6 +709,6 @@ HVD_EXPORT int hvd_barrier(void)
     if (rc)
         return rc;
     o->parts[0].kind = HVD_OP_BARRIER;
-    rc = start(o, &h);
+    rc = hvd__api_start(o, &h);
     return rc ? rc : hvd_wait(h);
 }

@@ -13,6 +13,7 @@
 #include "coll.h"
 #include "include/hvd.h"
 #include "negotiate.h"
+#include "pset.h"
 #include "timeline.h"
 #include "transport/ring.h"
 #include "transport/shm.h"
@@ -30,7 +31,10 @@ enum hvd_op_kind {
     HVD_OP_BARRIER,
     /* 4 is negotiation's HVD_REQ_STALL, which is no operation. */
     HVD_OP_REDUCESCATTER = 5,
-    HVD_OP_ALLTOALL = 6
+    HVD_OP_ALLTOALL = 6,
+    HVD_OP_JOIN = 7,
+    HVD_OP_PSET_ADD = 8,
+    HVD_OP_PSET_REMOVE = 9
 };
 
 struct hvd_request;
@@ -44,7 +48,15 @@ struct hvd_work {
     size_t count;
     hvd_dtype dtype;
     hvd_op op_kind;
+    /* broadcast: the root (a global rank); process set remove: the set;
+     * join and process set add: the answer (last rank, new set) */
     int root;
+    int pset; /* the process set, 0 for every rank */
+    /* The set's size, this rank's place in it (-1: a stand-in, which
+     * takes part only to let the others run, standin.h) and its ranks,
+     * while the background thread runs w. */
+    int set_size, set_rank;
+    const int *set_ranks;
     void **gathered;          /* allgather, alltoall result */
     size_t *counts;           /* allgather counts; alltoall counts received */
     size_t row;               /* reducescatter: elements per row */
@@ -75,6 +87,8 @@ struct hvd_request {
     int timeline;
     const char *tl_path;
     int tl_mark_cycles;
+    /* A stand-in's own buffers (standin.h); NULL for the caller's ops. */
+    struct hvd_standin *standin;
     struct hvd_request *next;
     int nparts;
     struct hvd_work parts[];
@@ -117,6 +131,7 @@ struct hvd_ctx {
     struct hvd_work **fresh; /* not announced yet */
     size_t nfresh, fresh_cap;
     struct hvd_neg neg;
+    struct hvd_psets psets;
     _Atomic unsigned long long noname; /* names of unnamed calls */
     double cycle_ms;         /* least time between cycles this rank starts */
     size_t fusion_threshold; /* bytes; 0 disables fusion */
@@ -127,7 +142,10 @@ struct hvd_ctx {
     int stall_off;
     double stall_warn_s, stall_shutdown_s;
     int64_t stall_next_us, stall_warned_us;
-    char **stall_names; /* to give up on in the next cycle */
+    struct hvd_stalled {
+        char *name;
+        int pset;
+    } * stall; /* to give up on in the next cycle */
     size_t nstall;
     uint8_t *fuse_buf;
     size_t fuse_cap;

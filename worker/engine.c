@@ -23,6 +23,7 @@
 #include "setting.h"
 #include "sock.h"
 #include "stall.h"
+#include "standin.h"
 #include "wait.h"
 
 static void finish_op(struct hvd_ctx *c, struct hvd_request *op)
@@ -35,8 +36,9 @@ static void finish_op(struct hvd_ctx *c, struct hvd_request *op)
 
 /* By enum hvd_op_kind (4 is no operation). */
 static const char *const kind_names[] = {
-    "allreduce", "broadcast",     "allgather", "barrier",
-    "operation", "reducescatter", "alltoall"};
+    "allreduce",       "broadcast",         "allgather", "barrier",
+    "operation",       "reducescatter",     "alltoall",  "join",
+    "process set add", "process set remove"};
 
 /* One part is done; the op completes with its last part. */
 static void complete(struct hvd_ctx *c, struct hvd_work *w, int rc,
@@ -48,23 +50,25 @@ static void complete(struct hvd_ctx *c, struct hvd_work *w, int rc,
         snprintf(op->err, sizeof(op->err), "%s '%s': %s", kind_names[w->kind],
                  w->name, err && err[0] ? err : hvd_strerror(rc));
     }
-    if (--op->left == 0)
+    if (--op->left == 0 && !hvd__standin_done(w))
         finish_op(c, op);
 }
 
-static size_t slot_of(const struct hvd_ctx *c, const char *name)
+static size_t slot_of(const struct hvd_ctx *c, const char *name, int pset)
 {
-    size_t h = 1469598103934665603ull;
+    size_t h = 1469598103934665603ull ^ (size_t)pset;
     for (; *name; name++)
         h = (h ^ (unsigned char)*name) * 1099511628211ull;
     return h % c->npend_slots;
 }
 
-/* Finds (and with take, unlinks) the pending part with this name. */
-static struct hvd_work *pending(struct hvd_ctx *c, const char *name, int take)
+/* Finds (and with take, unlinks) the pending part with this name in this
+ * process set. */
+static struct hvd_work *pending(struct hvd_ctx *c, const char *name, int pset,
+                                int take)
 {
-    struct hvd_work **pp = &c->pend[slot_of(c, name)];
-    while (*pp && strcmp((*pp)->name, name) != 0)
+    struct hvd_work **pp = &c->pend[slot_of(c, name, pset)];
+    while (*pp && ((*pp)->pset != pset || strcmp((*pp)->name, name) != 0))
         pp = &(*pp)->pend_next;
     struct hvd_work *w = *pp;
     if (w && take)
@@ -93,7 +97,7 @@ static void admit(struct hvd_ctx *c, struct hvd_work *w)
         complete(c, w, c->fail_rc, c->fail_msg);
         return;
     }
-    if (pending(c, w->name, 0)) {
+    if (pending(c, w->name, w->pset, 0)) {
         complete(c, w, HVD_EINVAL,
                  "an operation of this name is already in flight; names "
                  "must be unique among unfinished operations");
@@ -110,7 +114,7 @@ static void admit(struct hvd_ctx *c, struct hvd_work *w)
         c->fresh_cap = cap;
     }
     w->submit_us = hvd__now_us();
-    size_t s = slot_of(c, w->name);
+    size_t s = slot_of(c, w->name, w->pset);
     w->pend_next = c->pend[s];
     c->pend[s] = w;
     c->fresh[c->nfresh++] = w;
@@ -129,6 +133,7 @@ static int fusable(const struct hvd_ctx *c, const struct hvd_work *w,
     const struct hvd_req *q = &rj->req;
     size_t es = hvd_dtype_size(w->dtype);
     return c->fusion_threshold > 0 && rj->error == 0 && !q->compress &&
+           q->pset == 0 && w->pset == 0 && w->op_kind != HVD_ADASUM &&
            !w->compress && q->prescale == 1 && q->postscale == 1 &&
            w->prescale == 1 && w->postscale == 1 &&
            w->count * es <= FUSE_MAX_TENSOR &&
@@ -143,9 +148,10 @@ static int fusable(const struct hvd_ctx *c, const struct hvd_work *w,
 static void trace(struct hvd_ctx *c, const struct hvd_work *w, int64_t start,
                   int n)
 {
-    static const char *ops[] = {"ALLREDUCE", "BROADCAST", "ALLGATHER",
-                                "BARRIER",   "OPERATION", "REDUCESCATTER",
-                                "ALLTOALL"};
+    static const char *ops[] = {
+        "ALLREDUCE",       "BROADCAST",         "ALLGATHER", "BARRIER",
+        "OPERATION",       "REDUCESCATTER",     "ALLTOALL",  "JOIN",
+        "PROCESS_SET_ADD", "PROCESS_SET_REMOVE"};
     char args[160];
     if (c->tl.fd < 0)
         return;
@@ -161,6 +167,37 @@ static void trace(struct hvd_ctx *c, const struct hvd_work *w, int64_t start,
                         args);
 }
 
+/* The part this rank runs for response r: its own, or a stand-in when
+ * r's process set leaves this rank out or this rank has joined; NULL
+ * when there is none (an error for names this rank never submitted, or
+ * no memory, which fails this rank). */
+static struct hvd_work *part_for(struct hvd_ctx *c, const struct hvd_resp *r)
+{
+    char err[HVD_ERRMSG];
+    struct hvd_work *w = pending(c, r->req.name, r->req.pset, 1);
+    if (w || r->error)
+        return w;
+    if ((w = hvd__standin_new(c, &r->req, err, sizeof(err))) == NULL)
+        hvd__set_failed(c, HVD_ENOMEM, err);
+    return w;
+}
+
+/* Gives w its process set, which must still exist. */
+static int bind_set(struct hvd_ctx *c, struct hvd_work *w)
+{
+    const struct hvd_pset *s = hvd__pset_get(&c->psets, w->pset);
+    if (s == NULL) {
+        snprintf(w->err, sizeof(w->err),
+                 "process set %d was removed while the collective waited",
+                 w->pset);
+        return HVD_EINVAL;
+    }
+    w->set_size = s->n;
+    w->set_ranks = s->ranks;
+    w->set_rank = w->op->standin ? -1 : s->me;
+    return 0;
+}
+
 /* Runs the operations every rank asked for, in the agreed order; runs of
  * allreduces that fit the fusion threshold go together. */
 static void respond(struct hvd_ctx *c, struct hvd_resp *resp, size_t n)
@@ -171,7 +208,7 @@ static void respond(struct hvd_ctx *c, struct hvd_resp *resp, size_t n)
         if (resp[i].error == 0)
             hvd__neg_cache_put(&c->neg, &resp[i].req);
     for (size_t i = 0; i < n;) {
-        struct hvd_work *w = pending(c, resp[i].req.name, 1);
+        struct hvd_work *w = part_for(c, &resp[i]);
         if (w == NULL) {
             i++;
             continue;
@@ -181,12 +218,18 @@ static void respond(struct hvd_ctx *c, struct hvd_resp *resp, size_t n)
             i++;
             continue;
         }
+        if (w->kind == HVD_OP_JOIN) {
+            w->root = resp[i].req.root; /* the rank that joined last */
+            complete(c, w, 0, NULL);
+            i++;
+            continue;
+        }
         int ng = 0;
         size_t bytes = w->count * hvd_dtype_size(w->dtype);
         if (group)
             group[ng++] = w;
         for (i++; group && i < n && fusable(c, w, &resp[i], bytes); i++) {
-            struct hvd_work *x = pending(c, resp[i].req.name, 1);
+            struct hvd_work *x = part_for(c, &resp[i]);
             if (x == NULL)
                 continue;
             group[ng++] = x;
@@ -194,11 +237,15 @@ static void respond(struct hvd_ctx *c, struct hvd_resp *resp, size_t n)
         }
         char err[HVD_ERRMSG] = "";
         int64_t t0 = hvd__now_us();
-        int rc = c->failed   ? c->fail_rc
-                 : w->device ? hvd__device_exec(c, ng ? group : &w, ng ? ng : 1,
-                                                err, sizeof(err))
-                 : ng > 1 ? hvd__fused_allreduce(c, group, ng, err, sizeof(err))
-                          : hvd__exec(c, w);
+        int rc = 0;
+        for (int k = 0; k < (ng ? ng : 1) && rc == 0; k++)
+            rc = bind_set(c, ng ? group[k] : w);
+        rc = c->failed   ? c->fail_rc
+             : rc        ? rc
+             : w->device ? hvd__device_exec(c, ng ? group : &w, ng ? ng : 1,
+                                            err, sizeof(err))
+             : ng > 1    ? hvd__fused_allreduce(c, group, ng, err, sizeof(err))
+                         : hvd__exec(c, w);
         if (ng <= 1 && !w->device)
             snprintf(err, sizeof(err), "%s", w->err);
         if (rc == HVD_EPEER || rc == HVD_ESYS || rc == HVD_ETIMEDOUT)
@@ -252,7 +299,7 @@ static int feed(struct hvd_ctx *c, const uint8_t *all, const size_t *lens,
             struct hvd_req *q = &reqs[r][i];
             if (q->kind == HVD_REQ_STALL)
                 rc = r != 0 ? 0
-                            : hvd__neg_fail_stalled(&c->neg, q->name,
+                            : hvd__neg_fail_stalled(&c->neg, q->name, q->pset,
                                                     c->stall_shutdown_s, resp,
                                                     nresp);
             else
@@ -301,17 +348,19 @@ static void cycle(struct hvd_ctx *c)
                                    .count = w->count,
                                    .row = w->row,
                                    .name = w->name,
+                                   .pset = w->pset,
                                    .compress = (uint8_t)w->compress,
                                    .device = (uint8_t)w->device,
                                    .prescale = w->prescale,
                                    .postscale = w->postscale};
     }
     for (size_t i = 0; i < c->nstall; i++)
-        mine[c->nfresh + i] =
-            (struct hvd_req){.kind = HVD_REQ_STALL, .name = c->stall_names[i]};
+        mine[c->nfresh + i] = (struct hvd_req){.kind = HVD_REQ_STALL,
+                                               .name = c->stall[i].name,
+                                               .pset = c->stall[i].pset};
     rc = hvd__neg_encode(&c->neg, mine, c->nfresh + c->nstall, &enc, &enclen);
     for (size_t i = 0; i < c->nstall; i++)
-        free(c->stall_names[i]);
+        free(c->stall[i].name);
     c->nstall = 0;
     if (rc)
         goto out;
@@ -515,6 +564,7 @@ int hvd__engine_start(struct hvd_ctx *c)
     size_t cache = cc ? (size_t)strtoull(cc, NULL, 10) : 1024;
     if (c->pend == NULL || hvd__neg_init(&c->neg, c->size, cache) != 0)
         return HVD_ENOMEM;
+    c->neg.psets = &c->psets;
     const char *ft = getenv(HVD_ENV_FUSION_THRESHOLD);
     c->fusion_threshold = ft ? (size_t)strtoull(ft, NULL, 10) : 128u << 20;
     const char *sw = getenv(HVD_ENV_STALL_WARN);
@@ -624,8 +674,10 @@ void hvd__engine_stop(struct hvd_ctx *c)
     free(c->fresh);
     free(c->fuse_buf);
     for (size_t i = 0; i < c->nstall; i++)
-        free(c->stall_names[i]);
-    free(c->stall_names);
+        free(c->stall[i].name);
+    free(c->stall);
+    c->stall = NULL;
+    c->nstall = 0;
     c->pend = NULL;
     c->fresh = NULL;
     c->fuse_buf = NULL;

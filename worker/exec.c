@@ -1,11 +1,13 @@
 /* Runs negotiated host-memory collectives, and negotiation's gathers. */
 #include "exec.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "common/hvd_err.h"
 #include "ctx.h"
+#include "kernels/adasum.h"
 #include "kernels/reduce.h"
 
 int hvd__exec_counts(struct hvd_ctx *c, struct hvd_work *w, size_t *total,
@@ -25,9 +27,10 @@ int hvd__exec_counts(struct hvd_ctx *c, struct hvd_work *w, size_t *total,
     rc = hvd__coll_allgatherv(c, &counts[c->rank], counts, bytes, err, errlen);
     if (rc)
         goto out;
-    for (size_t i = 0; i < n; i++) {
-        w->counts[i] = (size_t)counts[i];
-        *total += w->counts[i] * es;
+    /* The ranks outside w's process set gave nothing. */
+    for (int k = 0; k < w->set_size; k++) {
+        w->counts[k] = (size_t)counts[w->set_ranks[k]];
+        *total += w->counts[k] * es;
     }
 out:
     free(counts);
@@ -49,8 +52,8 @@ static int do_allgather(struct hvd_ctx *c, struct hvd_work *w)
     rc = hvd__exec_counts(c, w, &total, w->err, sizeof(w->err));
     if (rc)
         goto out;
-    for (size_t i = 0; i < n; i++)
-        bytes[i] = w->counts[i] * es;
+    for (int k = 0; k < w->set_size; k++)
+        bytes[w->set_ranks[k]] = w->counts[k] * es;
     if (total > 0 && (all = malloc(total)) == NULL) {
         rc = HVD_ENOMEM;
         goto out;
@@ -76,12 +79,22 @@ size_t hvd__exec_rows(const struct hvd_work *w, int size, int rank,
     return (hvd__ring_seg_first(rows, size, rank + 1) - lo) * w->row;
 }
 
-/* The element bounds of every rank's rows (size+1; malloc). */
+size_t hvd__exec_mine(const struct hvd_work *w)
+{
+    return w->set_rank < 0 ? 0
+                           : hvd__exec_rows(w, w->set_size, w->set_rank, NULL);
+}
+
+/* The element bounds of every rank's rows (size+1; malloc): those of
+ * the ranks of w's process set, in order, and none for the others. */
 static size_t *row_bounds(const struct hvd_ctx *c, const struct hvd_work *w)
 {
     size_t *b = malloc(((size_t)c->size + 1) * sizeof(*b));
-    for (int r = 0; b && r < c->size; r++)
-        hvd__exec_rows(w, c->size, r, &b[r]);
+    for (int r = 0, k = 0; b && r < c->size; r++) {
+        hvd__exec_rows(w, w->set_size, k, &b[r]);
+        if (k < w->set_size && w->set_ranks[k] == r)
+            k++;
+    }
     if (b)
         b[c->size] = w->count;
     return b;
@@ -165,20 +178,22 @@ static int do_alltoall(struct hvd_ctx *c, struct hvd_work *w)
 
     if (counts == NULL || bytes == NULL)
         goto out;
-    for (size_t j = 0; j < n; j++) {
-        counts[me * n + j] = w->sendcounts[j];
+    /* A process set's ranks send to its ranks only; a stand-in sends
+     * nothing (sendcounts NULL). */
+    for (int k = 0; w->sendcounts && k < w->set_size; k++)
+        counts[me * n + (size_t)w->set_ranks[k]] = w->sendcounts[k];
+    for (size_t j = 0; j < n; j++)
         bytes[j] = n * sizeof(uint64_t);
-    }
     rc = hvd__coll_allgatherv(c, &counts[me * n], counts, bytes, w->err,
                               sizeof(w->err));
     if (rc)
         goto out;
     for (size_t k = 0; k < n * n; k++)
         bytes[k] = (size_t)counts[k] * es;
-    for (size_t i = 0; i < n; i++) {
-        w->counts[i] = (size_t)counts[i * n + me];
+    for (size_t i = 0; i < n; i++)
         total += bytes[i * n + me];
-    }
+    for (int k = 0; k < w->set_size; k++)
+        w->counts[k] = (size_t)counts[(size_t)w->set_ranks[k] * n + me];
     if (total > 0 && (all = malloc(total)) == NULL) {
         rc = HVD_ENOMEM;
         goto out;
@@ -194,22 +209,117 @@ out:
     return rc;
 }
 
+/* Adasum: every rank's tensor goes to every rank, and each combines them
+ * in the same tree, so every rank gets the same bits. */
+static int do_adasum(struct hvd_ctx *c, struct hvd_work *w)
+{
+    size_t n = (size_t)c->size, bytes = w->count * hvd_dtype_size(w->dtype);
+    uint8_t *all = malloc(n * bytes + 1);
+    size_t *each = malloc(n * sizeof(*each));
+    int rc = HVD_ENOMEM;
+    if (all == NULL || each == NULL)
+        goto out;
+    for (size_t r = 0; r < n; r++)
+        each[r] = bytes;
+    rc = hvd__coll_allgatherv(c, w->sendbuf, all, each, w->err, sizeof(w->err));
+    if (rc == 0)
+        rc = hvd__adasum(w->recvbuf, all, w->count, w->dtype, c->size, NULL, 0);
+out:
+    free(all);
+    free(each);
+    return rc;
+}
+
+static int cmp_int(const void *a, const void *b)
+{
+    int x = *(const int *)a, y = *(const int *)b;
+    return (x > y) - (x < y);
+}
+
+/* Writes "[1, 2, 3]" (cut to fit) into out. */
+static void list_ranks(char *out, size_t cap, const int *v, size_t n)
+{
+    size_t at = (size_t)snprintf(out, cap, "[");
+    for (size_t i = 0; i < n && at < cap; i++)
+        at += (size_t)snprintf(out + at, cap - at, "%s%d", i ? ", " : "", v[i]);
+    if (at < cap)
+        snprintf(out + at, cap - at, "]");
+}
+
+/* Every rank's list of w->count ranks goes to every rank; if all are the
+ * same set, every rank adds it to its table, where it takes the same id
+ * on every rank (into w->root). */
+static int do_pset_add(struct hvd_ctx *c, struct hvd_work *w)
+{
+    size_t n = w->count, size = (size_t)c->size;
+    int *all = malloc(size * n * sizeof(int) + 1);
+    size_t *bytes = malloc(size * sizeof(*bytes));
+    int rc = HVD_ENOMEM;
+    if (all == NULL || bytes == NULL)
+        goto out;
+    for (size_t r = 0; r < size; r++)
+        bytes[r] = n * sizeof(int);
+    rc =
+        hvd__coll_allgatherv(c, w->sendbuf, all, bytes, w->err, sizeof(w->err));
+    if (rc)
+        goto out;
+    for (size_t r = 0; r < size; r++)
+        qsort(all + r * n, n, sizeof(int), cmp_int);
+    for (size_t r = 1; r < size; r++)
+        if (memcmp(all, all + r * n, n * sizeof(int)) != 0) {
+            char a[96], b[96];
+            list_ranks(a, sizeof(a), all, n);
+            list_ranks(b, sizeof(b), all + r * n, n);
+            snprintf(w->err, sizeof(w->err),
+                     "ranks disagree about the process set to add: rank 0 "
+                     "gave %s, rank %zu %s",
+                     a, r, b);
+            rc = HVD_EMISMATCH;
+            goto out;
+        }
+    rc = hvd__pset_add(&c->psets, all, (int)n, w->err, sizeof(w->err));
+    if (rc > 0) {
+        w->root = rc;
+        rc = 0;
+    }
+out:
+    free(all);
+    free(bytes);
+    return rc;
+}
+
 int hvd__exec(struct hvd_ctx *c, struct hvd_work *w)
 {
     uint8_t token[1] = {1};
     uint8_t *all;
     size_t *ones;
-    int rc;
+    int rc, divisor = 1;
 
     hvd__coll_reset_abort(c);
+    /* A process set's average: the sum over the job, where the ranks
+     * outside the set add zeros, divided by the set's size (floats scale
+     * by its inverse, as Horovod does). */
+    if (w->pset != 0 && w->op_kind == HVD_AVERAGE &&
+        (w->kind == HVD_OP_ALLREDUCE || w->kind == HVD_OP_REDUCESCATTER)) {
+        w->op_kind = HVD_SUM;
+        if (hvd__acc_dtype(w->dtype) == HVD_FLOAT32 || w->dtype == HVD_FLOAT64)
+            w->postscale /= w->set_size;
+        else
+            divisor = w->set_size;
+    }
     switch (w->kind) {
     case HVD_OP_ALLREDUCE:
-        if (w->compress || w->prescale != 1 || w->postscale != 1) {
+        if (w->op_kind == HVD_ADASUM)
+            rc = do_adasum(c, w);
+        else if (w->compress || w->prescale != 1 || w->postscale != 1)
             rc = reduce_opts(c, w, NULL);
-            break;
-        }
-        rc = hvd__coll_allreduce(c, w->sendbuf, w->recvbuf, w->count, w->dtype,
-                                 w->op_kind, w->err, sizeof(w->err));
+        else
+            rc = hvd__coll_allreduce(c, w->sendbuf, w->recvbuf, w->count,
+                                     w->dtype, w->op_kind, w->err,
+                                     sizeof(w->err));
+        if (rc == 0 && divisor > 1 && w->set_rank >= 0)
+            hvd__finish(w->recvbuf, w->recvbuf, w->count, w->dtype, HVD_AVERAGE,
+                        divisor);
         break;
     case HVD_OP_BROADCAST:
         rc = hvd__coll_broadcast(c, w->recvbuf,
@@ -221,6 +331,15 @@ int hvd__exec(struct hvd_ctx *c, struct hvd_work *w)
         break;
     case HVD_OP_REDUCESCATTER:
         rc = do_reducescatter(c, w);
+        if (rc == 0 && divisor > 1)
+            hvd__finish(w->recvbuf, w->recvbuf, hvd__exec_mine(w), w->dtype,
+                        HVD_AVERAGE, divisor);
+        break;
+    case HVD_OP_PSET_ADD:
+        rc = do_pset_add(c, w);
+        break;
+    case HVD_OP_PSET_REMOVE:
+        rc = hvd__pset_remove(&c->psets, w->root, w->err, sizeof(w->err));
         break;
     case HVD_OP_ALLTOALL:
         rc = do_alltoall(c, w);

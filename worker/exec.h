@@ -19,6 +19,9 @@ int hvd__exec_counts(struct hvd_ctx *c, struct hvd_work *w, size_t *total,
  * the first count/row % size ranks one row more. */
 size_t hvd__exec_rows(const struct hvd_work *w, int size, int rank,
                       size_t *first);
+/* The elements of reducescatter w that this rank receives: its rows in
+ * w's process set (none for a stand-in). */
+size_t hvd__exec_mine(const struct hvd_work *w);
 /* Every rank's len bytes, in rank order: *all (malloc) and lens[size]. */
 int hvd__exec_gather(struct hvd_ctx *c, const uint8_t *mine, size_t len,
                      uint8_t **all, size_t *lens, char *err, size_t errlen);

@@ -8,6 +8,7 @@
 #include <time.h>
 
 #include "common/wire.h"
+#include "pset.h"
 
 static int64_t now_us(void)
 {
@@ -32,9 +33,10 @@ struct hvd_neg_entry {
 /* Indexed by enum hvd_req_kind. */
 static const char *kind_name(int k)
 {
-    static const char *n[] = {"allreduce", "broadcast", "allgather",
-                              "barrier",   "operation", "reducescatter",
-                              "alltoall"};
+    static const char *n[] = {
+        "allreduce",       "broadcast",         "allgather", "barrier",
+        "operation",       "reducescatter",     "alltoall",  "join",
+        "process set add", "process set remove"};
     return k >= 0 && k < (int)(sizeof(n) / sizeof(n[0])) ? n[k] : "operation";
 }
 
@@ -55,8 +57,15 @@ static const char *dtype_name(int d)
 
 static const char *op_name(int o)
 {
-    static const char *n[] = {"sum", "average", "min", "max", "product"};
-    return o >= 0 && o < 5 ? n[o] : "unknown";
+    static const char *n[] = {"sum", "average", "min",
+                              "max", "product", "adasum"};
+    return o >= 0 && o < 6 ? n[o] : "unknown";
+}
+
+/* Whether q is the request of this name in this process set. */
+static int is(const struct hvd_req *q, const char *name, int32_t pset)
+{
+    return q->pset == pset && strcmp(q->name, name) == 0;
 }
 
 static size_t hash(const char *s)
@@ -73,6 +82,8 @@ int hvd__neg_init(struct hvd_neg *t, int size, size_t cache_cap)
     t->size = size;
     t->nslots = 64;
     t->slots = calloc(t->nslots, sizeof(*t->slots));
+    t->joined = calloc((size_t)size + 1, 1);
+    t->last_joined = -1;
     t->cache_cap = cache_cap;
     t->cache_buckets = 2 * cache_cap + 1;
     if (cache_cap > 0) {
@@ -83,7 +94,7 @@ int hvd__neg_init(struct hvd_neg *t, int size, size_t cache_cap)
             memset(t->cache_head, 0xff,
                    t->cache_buckets * sizeof(*t->cache_head));
     }
-    if (t->slots == NULL ||
+    if (t->slots == NULL || t->joined == NULL ||
         (cache_cap > 0 && (!t->cache || !t->cache_next || !t->cache_head)))
         return HVD_ENOMEM;
     return 0;
@@ -97,7 +108,7 @@ static int32_t cache_find(const struct hvd_neg *t, const struct hvd_req *req)
     int32_t id = t->cache_head[hash(req->name) % t->cache_buckets];
     for (; id >= 0; id = t->cache_next[id]) {
         const struct hvd_req *c = &t->cache[id];
-        if (strcmp(c->name, req->name) != 0)
+        if (!is(c, req->name, req->pset))
             continue;
         return c->kind == req->kind && c->dtype == req->dtype &&
                        c->op == req->op && c->root == req->root &&
@@ -114,11 +125,14 @@ static int32_t cache_find(const struct hvd_neg *t, const struct hvd_req *req)
 
 void hvd__neg_cache_put(struct hvd_neg *t, const struct hvd_req *req)
 {
-    if (t->ncache >= t->cache_cap || req->name == NULL)
+    /* A join's answer (the last rank) and the process set changes are
+     * not the same each time. */
+    if (t->ncache >= t->cache_cap || req->name == NULL ||
+        req->kind >= HVD_REQ_JOIN)
         return;
     size_t b = hash(req->name) % t->cache_buckets;
     for (int32_t id = t->cache_head[b]; id >= 0; id = t->cache_next[id])
-        if (strcmp(t->cache[id].name, req->name) == 0)
+        if (is(&t->cache[id], req->name, req->pset))
             return; /* one entry per name: the first one stays */
     char *name = strdup(req->name);
     if (name == NULL)
@@ -147,7 +161,9 @@ void hvd__neg_close(struct hvd_neg *t)
             free(e);
         }
     free(t->slots);
+    free(t->joined);
     t->slots = NULL;
+    t->joined = NULL;
 }
 
 static int grow(struct hvd_neg *t)
@@ -233,6 +249,11 @@ static int describe(char *msg, size_t cap, const char *name,
                  "Mismatched %s root ranks: rank %d named root %d, rank %d "
                  "named root %d for tensor '%s'",
                  k, a, f->root, b, r->root, name);
+    else if (r->root != f->root && f->kind == HVD_REQ_PSET_REMOVE)
+        snprintf(msg, cap,
+                 "Mismatched %s: rank %d named process set %d, rank %d "
+                 "process set %d",
+                 k, a, f->root, b, r->root);
     else
         return 0;
     return 1;
@@ -254,7 +275,39 @@ static void compare(struct hvd_neg_entry *e, int rank, const struct hvd_req *r)
     }
 }
 
-static int respond(struct hvd_neg_entry *e, struct hvd_resp **out, size_t *nout)
+/* Whether a rank of entry e's process set has joined. */
+static int joined_in(const struct hvd_neg *t, const struct hvd_neg_entry *e)
+{
+    const struct hvd_pset *s =
+        t->psets ? hvd__pset_get(t->psets, e->first.pset) : NULL;
+    for (int r = 0; t->njoined > 0 && r < t->size; r++)
+        if (t->joined[r] && (s == NULL || hvd__pset_place(s, r) >= 0))
+            return 1;
+    return 0;
+}
+
+/* Only allreduces and barriers go on while some ranks have joined, as in
+ * Horovod: the joined ranks have no data to send or place to receive. */
+static void join_check(const struct hvd_neg *t, struct hvd_neg_entry *e)
+{
+    int k = e->first.kind;
+    if (e->error ||
+        (k != HVD_REQ_BROADCAST && k != HVD_REQ_ALLGATHER &&
+         k != HVD_REQ_ALLTOALL && k != HVD_REQ_REDUCESCATTER) ||
+        !joined_in(t, e))
+        return;
+    e->error = HVD_EINVAL;
+    snprintf(e->msg, sizeof(e->msg),
+             "%s of tensor '%s' is not supported while ranks have joined "
+             "(hvd_join)%s",
+             kind_name(k), e->first.name,
+             k == HVD_REQ_ALLGATHER
+                 ? "; with DistributedOptimizer, use sparse_as_dense=True"
+                 : "");
+}
+
+static int respond(struct hvd_neg *t, struct hvd_neg_entry *e,
+                   struct hvd_resp **out, size_t *nout)
 {
     struct hvd_resp *o = realloc(*out, (*nout + 1) * sizeof(**out));
     if (o == NULL)
@@ -266,10 +319,113 @@ static int respond(struct hvd_neg_entry *e, struct hvd_resp **out, size_t *nout)
         describe(e->msg, sizeof(e->msg), e->first.name, &e->first,
                  e->first_rank, &e->diff, e->diff_rank);
     }
+    join_check(t, e);
+    if (e->first.kind == HVD_REQ_JOIN) {
+        e->first.root = t->last_joined;
+        memset(t->joined, 0, (size_t)t->size);
+        t->njoined = 0;
+        t->last_joined = -1;
+    }
     r->req = e->first; /* takes the name */
     r->error = e->error;
     memcpy(r->msg, e->msg, sizeof(r->msg));
     free(e);
+    return 0;
+}
+
+/* The entry of req's name in its set, and the link that points to it. */
+static struct hvd_neg_entry **lookup(struct hvd_neg *t, const char *name,
+                                     int32_t pset)
+{
+    struct hvd_neg_entry **pp = &t->slots[hash(name) % t->nslots];
+    while (*pp && !is(&(*pp)->first, name, pset))
+        pp = &(*pp)->next;
+    return pp;
+}
+
+/* Counts rank r as having asked for e (r is outside e's set, or has
+ * joined). */
+static void presume(struct hvd_neg_entry *e, int r)
+{
+    if (!e->seen[r]) {
+        e->seen[r] = 1;
+        e->nseen++;
+    }
+}
+
+/* A new entry for req, first asked by rank, with the ranks outside its
+ * set and the joined ones counted already. */
+static struct hvd_neg_entry *entry_new(struct hvd_neg *t, int rank,
+                                       const struct hvd_req *req)
+{
+    struct hvd_neg_entry *e = calloc(1, sizeof(*e) + (size_t)t->size);
+    if (e == NULL || (e->first.name = strdup(req->name)) == NULL) {
+        free(e);
+        return NULL;
+    }
+    char *name = e->first.name;
+    e->first = *req;
+    e->first.name = name;
+    e->first_rank = rank;
+    e->diff_rank = -1;
+    e->since_us = now_us();
+    const struct hvd_pset *s =
+        t->psets && req->pset != 0 ? hvd__pset_get(t->psets, req->pset) : NULL;
+    if (req->pset != 0 && s == NULL) {
+        e->error = HVD_EINVAL;
+        snprintf(e->msg, sizeof(e->msg),
+                 "rank %d submitted tensor '%s' on process set %d, which "
+                 "does not exist",
+                 rank, req->name, (int)req->pset);
+        for (int r = 0; r < t->size; r++)
+            presume(e, r);
+    }
+    for (int r = 0; s && r < t->size; r++)
+        if (hvd__pset_place(s, r) < 0)
+            presume(e, r);
+    for (int r = 0; t->njoined > 0 && req->kind != HVD_REQ_JOIN && r < t->size;
+         r++)
+        if (t->joined[r])
+            presume(e, r);
+    return e;
+}
+
+/* Answers entry *pp if every rank has asked (or counts as having). */
+static int answer_if_done(struct hvd_neg *t, struct hvd_neg_entry **pp,
+                          struct hvd_resp **out, size_t *nout)
+{
+    struct hvd_neg_entry *e = *pp;
+    if (e->nseen < t->size)
+        return 0;
+    *pp = e->next;
+    t->used--;
+    return respond(t, e, out, nout);
+}
+
+/* Rank joins: it counts as having asked for every waiting name, in the
+ * table's order, which is the same on every rank. */
+static int join(struct hvd_neg *t, int rank, struct hvd_resp **out,
+                size_t *nout)
+{
+    if (t->joined[rank])
+        return 0;
+    t->joined[rank] = 1;
+    t->njoined++;
+    t->last_joined = rank;
+    for (size_t i = 0; i < t->nslots; i++)
+        for (struct hvd_neg_entry **pp = &t->slots[i]; *pp;) {
+            struct hvd_neg_entry *e = *pp;
+            if (e->first.kind == HVD_REQ_JOIN) {
+                pp = &e->next;
+                continue;
+            }
+            presume(e, rank);
+            int rc = answer_if_done(t, pp, out, nout);
+            if (rc)
+                return rc;
+            if (*pp == e)
+                pp = &e->next;
+        }
     return 0;
 }
 
@@ -278,25 +434,22 @@ int hvd__neg_add(struct hvd_neg *t, int rank, const struct hvd_req *req,
 {
     if (rank < 0 || rank >= t->size || req->name == NULL)
         return HVD_EINVAL;
-    struct hvd_neg_entry **pp = &t->slots[hash(req->name) % t->nslots];
-    while (*pp && strcmp((*pp)->first.name, req->name) != 0)
-        pp = &(*pp)->next;
+    if (req->kind == HVD_REQ_JOIN) {
+        int rc = join(t, rank, out, nout);
+        if (rc)
+            return rc;
+    }
+    const struct hvd_pset *s =
+        t->psets && req->pset != 0 ? hvd__pset_get(t->psets, req->pset) : NULL;
+    int outside = s && hvd__pset_place(s, rank) < 0;
+    struct hvd_neg_entry **pp = lookup(t, req->name, req->pset);
     struct hvd_neg_entry *e = *pp;
     if (e == NULL) {
-        e = calloc(1, sizeof(*e) + (size_t)t->size);
-        if (e == NULL || (e->first.name = strdup(req->name)) == NULL) {
-            free(e);
+        if ((e = entry_new(t, rank, req)) == NULL)
             return HVD_ENOMEM;
-        }
-        char *name = e->first.name;
-        e->first = *req;
-        e->first.name = name;
-        e->first_rank = rank;
-        e->diff_rank = -1;
-        e->since_us = now_us();
         *pp = e;
         t->used++;
-    } else if (e->seen[rank]) {
+    } else if (!outside && e->seen[rank]) {
         if (!e->error) {
             e->error = HVD_EMISMATCH;
             snprintf(e->msg, sizeof(e->msg),
@@ -305,35 +458,37 @@ int hvd__neg_add(struct hvd_neg *t, int rank, const struct hvd_req *req,
                      rank, req->name);
         }
         return 0;
-    } else {
+    } else if (!outside) {
         compare(e, rank, req);
     }
-    e->seen[rank] = 1;
-    if (++e->nseen < t->size)
+    if (outside && !e->error) {
+        e->error = HVD_EINVAL;
+        snprintf(e->msg, sizeof(e->msg),
+                 "rank %d submitted tensor '%s' on process set %d, which "
+                 "does not include it",
+                 rank, req->name, (int)req->pset);
+    }
+    presume(e, rank);
+    if (e->nseen < t->size)
         return t->used > t->nslots ? grow(t) : 0;
-    /* Everyone asked: unlink and answer. */
-    *pp = e->next;
-    t->used--;
-    return respond(e, out, nout);
+    return answer_if_done(t, pp, out, nout);
 }
 
 void hvd__neg_each_waiting(struct hvd_neg *t, int64_t before_us,
-                           void (*fn)(void *ctx, const char *name,
+                           void (*fn)(void *ctx, const char *name, int pset,
                                       const uint8_t *seen),
                            void *ctx)
 {
     for (size_t i = 0; i < t->nslots; i++)
         for (struct hvd_neg_entry *e = t->slots[i]; e; e = e->next)
             if (e->since_us < before_us)
-                fn(ctx, e->first.name, e->seen);
+                fn(ctx, e->first.name, e->first.pset, e->seen);
 }
 
-int hvd__neg_fail_stalled(struct hvd_neg *t, const char *name, double secs,
-                          struct hvd_resp **out, size_t *nout)
+int hvd__neg_fail_stalled(struct hvd_neg *t, const char *name, int pset,
+                          double secs, struct hvd_resp **out, size_t *nout)
 {
-    struct hvd_neg_entry **pp = &t->slots[hash(name) % t->nslots];
-    while (*pp && strcmp((*pp)->first.name, name) != 0)
-        pp = &(*pp)->next;
+    struct hvd_neg_entry **pp = lookup(t, name, pset);
     struct hvd_neg_entry *e = *pp;
     if (e == NULL)
         return 0;
@@ -351,7 +506,7 @@ int hvd__neg_fail_stalled(struct hvd_neg *t, const char *name, double secs,
     e->error = HVD_ETIMEDOUT;
     *pp = e->next;
     t->used--;
-    return respond(e, out, nout);
+    return respond(t, e, out, nout);
 }
 
 int hvd__neg_encode(const struct hvd_neg *t, const struct hvd_req *reqs,
@@ -385,6 +540,7 @@ int hvd__neg_encode(const struct hvd_neg *t, const struct hvd_req *reqs,
         hvd_wbuf_u32(&w, (uint32_t)(reqs[i].count >> 32));
         hvd_wbuf_u32(&w, (uint32_t)reqs[i].count);
         hvd_wbuf_str(&w, reqs[i].name);
+        hvd_wbuf_i32(&w, reqs[i].pset);
         hvd_wbuf_u8(&w, reqs[i].compress);
         hvd_wbuf_u8(&w, reqs[i].device);
         double f[2] = {reqs[i].prescale, reqs[i].postscale};
@@ -460,8 +616,8 @@ int hvd__neg_decode(const struct hvd_neg *t, const uint8_t *p, size_t len,
          ((*bits)[nbytes - 1] >> (t->ncache % 8)) != 0))
         return r.err ? r.err : HVD_EPROTO;
     uint32_t cnt = hvd_rbuf_u32(&r);
-    /* Each request takes at least 43 bytes: no forged count allocates. */
-    if (r.err || cnt > (r.len - r.off) / 43)
+    /* Each request takes at least 47 bytes: no forged count allocates. */
+    if (r.err || cnt > (r.len - r.off) / 47)
         return r.err ? r.err : HVD_EPROTO;
     struct hvd_req *a = calloc(cnt ? cnt : 1, sizeof(*a));
     if (a == NULL)
@@ -474,6 +630,7 @@ int hvd__neg_decode(const struct hvd_neg *t, const uint8_t *p, size_t len,
         uint64_t hi = hvd_rbuf_u32(&r);
         a[i].count = hi << 32 | hvd_rbuf_u32(&r);
         a[i].name = hvd_rbuf_strdup(&r);
+        a[i].pset = hvd_rbuf_i32(&r);
         a[i].compress = hvd_rbuf_u8(&r);
         a[i].device = hvd_rbuf_u8(&r);
         double *f[2] = {&a[i].prescale, &a[i].postscale};

@@ -18,16 +18,17 @@ struct stall_scan {
 };
 
 /* The warning lists, for every missing rank, up to 6 names. */
-static void note_stall(void *vctx, const char *name, const uint8_t *seen)
+static void note_stall(void *vctx, const char *name, int pset,
+                       const uint8_t *seen)
 {
     struct stall_scan *s = vctx;
     struct hvd_ctx *c = s->c;
     if (s->shutdown) {
-        char **n = realloc(c->stall_names, (c->nstall + 1) * sizeof(*n));
-        if (n && (n[c->nstall] = strdup(name)) != NULL)
-            c->nstall++;
+        struct hvd_stalled *n = realloc(c->stall, (c->nstall + 1) * sizeof(*n));
+        if (n && (n[c->nstall].name = strdup(name)) != NULL)
+            n[c->nstall++].pset = pset;
         if (n)
-            c->stall_names = n;
+            c->stall = n;
         return;
     }
     for (int r = 0; r < c->size; r++) {

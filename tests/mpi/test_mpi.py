@@ -19,6 +19,7 @@ MPIRUN = os.environ.get("HVD_MPIRUN", "")
 HR = os.environ["HVD_HOROVODRUN"]
 CHECK = os.environ["HVD_COLLCHECK"]
 NEG = os.environ["HVD_NEGCHECK"]
+PSET = os.environ["HVD_PSETCHECK"]
 STALL = os.environ["HVD_STALLCHECK"]
 DEVCHECK = os.environ["HVD_DEVCHECK"]
 MPICHECK = os.environ.get("HVD_MPICHECK", "")
@@ -27,6 +28,8 @@ DONE_RE = re.compile(r"collcheck: rank (\d+) of (\d+): (\d+) checks, "
                      r"(\d+) failures")
 MPIDONE_RE = re.compile(r"mpicheck: rank (\d+) of (\d+): (\d+) checks, "
                         r"(\d+) failures")
+PSETDONE_RE = re.compile(r"psetcheck: rank (\d+) of (\d+): (\d+) checks, "
+                         r"(\d+) failures")
 TRANSPORT_RE = re.compile(r"hvd: debug: rank (\d+): transport: (.*)")
 # Variables that would make a rank take the job from MPI: the tests set
 # them themselves.
@@ -94,6 +97,10 @@ class MpiTest(unittest.TestCase):
                                      r"MPI_THREAD_MULTIPLE; " % np)
                 print("collcheck -np %d under mpirun: %.1f s" % (np, took),
                       file=sys.stderr)
+
+    def test_process_sets_and_join_under_mpirun(self):
+        p, _ = run(mpirun(3, PSET), mpi_env())
+        self.assertAllDone(p, PSETDONE_RE, 3, 30)
 
     def test_serialized_threads(self):
         p, _ = run(mpirun(2, CHECK),

@@ -13,6 +13,7 @@ import unittest
 HR = os.environ["HVD_HOROVODRUN"]
 CHECK = os.environ["HVD_COLLCHECK"]
 NEG = os.environ["HVD_NEGCHECK"]
+PSET = os.environ["HVD_PSETCHECK"]
 STALL = os.environ["HVD_STALLCHECK"]
 LINEBUF = os.environ["HVD_LINEBUF"]
 TLCHECK = os.environ["HVD_TLCHECK"]
@@ -88,6 +89,20 @@ class RuntimeTest(unittest.TestCase):
                             r"'mm.count'" % (np - 1))
                     self.assertEqual(len(re.findall(want, p.stdout)), np,
                                      p.stdout)
+
+    def test_process_sets_and_join(self):
+        # Odd sizes leave a set of one; the TCP ring and shared memory
+        # carry the stand-ins alike.
+        for np, shm in ((2, "0"), (3, "0"), (4, "0"), (5, "1")):
+            with self.subTest(np=np, shm_disabled=shm):
+                env = dict(os.environ, HOROVOD_SHM_DISABLE=shm)
+                p, _ = run([HR, "-np", str(np), PSET], timeout=120, env=env)
+                self.assertEqual(p.returncode, 0, p.stdout + p.stderr)
+                done = re.findall(r"psetcheck: rank (\d+) of %d: (\d+) "
+                                  r"checks, 0 failures" % np, p.stdout)
+                self.assertEqual(sorted(int(r) for r, _ in done),
+                                 list(range(np)), p.stdout + p.stderr)
+                self.assertTrue(all(int(c) > 30 for _, c in done), done)
 
     def test_fusion_changes_no_bit(self):
         hashes = {}

@@ -41,13 +41,14 @@ static const struct {
     int code;
     int val;
 } pinned[] = {
-    {HVD_EINVAL, -1},     {HVD_ENOMEM, -2},     {HVD_EIO, -3},
-    {HVD_ERANGE, -4},     {HVD_EPARSE, -5},     {HVD_EDUP, -6},
-    {HVD_ETOOBIG, -7},    {HVD_EPROTO, -8},     {HVD_ETRUNC, -9},
-    {HVD_ENOSLOTS, -10},  {HVD_ESYS, -11},      {HVD_ENOTINIT, -13},
-    {HVD_EINIT, -14},     {HVD_ETIMEDOUT, -15}, {HVD_EPEER, -16},
-    {HVD_EAUTH, -17},     {HVD_ECONNECT, -18},  {HVD_EENV, -19},
-    {HVD_ESHUTDOWN, -20}, {HVD_ENOTSUP, -21},   {HVD_EMISMATCH, -22},
+    {HVD_EINVAL, -1},      {HVD_ENOMEM, -2},     {HVD_EIO, -3},
+    {HVD_ERANGE, -4},      {HVD_EPARSE, -5},     {HVD_EDUP, -6},
+    {HVD_ETOOBIG, -7},     {HVD_EPROTO, -8},     {HVD_ETRUNC, -9},
+    {HVD_ENOSLOTS, -10},   {HVD_ESYS, -11},      {HVD_ENOTINIT, -13},
+    {HVD_EINIT, -14},      {HVD_ETIMEDOUT, -15}, {HVD_EPEER, -16},
+    {HVD_EAUTH, -17},      {HVD_ECONNECT, -18},  {HVD_EENV, -19},
+    {HVD_ESHUTDOWN, -20},  {HVD_ENOTSUP, -21},   {HVD_EMISMATCH, -22},
+    {HVD_ENOTMEMBER, -23},
 };
 
 Test(err, values_are_pinned)

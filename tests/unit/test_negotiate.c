@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "negotiate.h"
+#include "pset.h"
 
 static struct hvd_req req(const char *name, uint64_t count)
 {
@@ -301,5 +302,120 @@ Test(negotiate, cached_requests_travel_as_bits)
     uint8_t bad[] = {0, 0, 0, 1, 0x04, 0, 0, 0, 0};
     cr_expect_eq(hvd__neg_decode(&t, bad, sizeof(bad), &bits, &out, &n),
                  HVD_EPROTO);
+    hvd__neg_close(&t);
+}
+
+/* A table of 4 ranks with process set {1, 3} (id 1). */
+static void with_set(struct hvd_neg *t, struct hvd_psets *ps)
+{
+    int odd[2] = {3, 1};
+    char err[128];
+    cr_assert_eq(hvd__pset_init(ps, 4, 0), 0);
+    cr_assert_eq(hvd__pset_add(ps, odd, 2, err, sizeof(err)), 1, "%s", err);
+    cr_assert_eq(hvd__neg_init(t, 4, 0), 0);
+    t->psets = ps;
+}
+
+Test(negotiate, a_set_waits_for_its_ranks_only_and_names_are_per_set)
+{
+    struct hvd_neg t;
+    struct hvd_psets ps;
+    struct hvd_resp *r = NULL;
+    size_t n = 0;
+    with_set(&t, &ps);
+    struct hvd_req a = req("g", 4), b = req("g", 8);
+    b.pset = 1;
+    cr_assert_eq(hvd__neg_add(&t, 1, &b, &r, &n), 0);
+    cr_assert_eq(hvd__neg_add(&t, 0, &a, &r, &n), 0);
+    cr_assert_eq(n, 0);
+    cr_assert_eq(hvd__neg_add(&t, 3, &b, &r, &n), 0);
+    /* The set's 'g' is ready; every rank's 'g' still waits. */
+    cr_assert_eq(n, 1);
+    cr_assert_eq(r[0].error, 0, "%s", r[0].msg);
+    cr_assert_eq(r[0].req.pset, 1);
+    cr_assert_eq(r[0].req.count, 8);
+    cr_assert_eq(t.used, 1);
+    /* A rank outside the set gets an error, not a hang. */
+    struct hvd_req c = req("h", 1);
+    c.pset = 1;
+    cr_assert_eq(hvd__neg_add(&t, 2, &c, &r, &n), 0);
+    cr_assert_eq(hvd__neg_add(&t, 1, &c, &r, &n), 0);
+    cr_assert_eq(hvd__neg_add(&t, 3, &c, &r, &n), 0);
+    cr_assert_eq(n, 2);
+    cr_assert_eq(r[1].error, HVD_EINVAL);
+    cr_assert(strstr(r[1].msg, "rank 2") && strstr(r[1].msg, "not include"),
+              "%s", r[1].msg);
+    free_resp(r, n);
+    hvd__neg_close(&t);
+    hvd__pset_close(&ps);
+}
+
+Test(negotiate, joined_ranks_count_as_asked_until_everyone_joins)
+{
+    struct hvd_neg t;
+    struct hvd_psets ps;
+    struct hvd_resp *r = NULL;
+    size_t n = 0;
+    with_set(&t, &ps);
+    struct hvd_req a = req("a", 4), j = req("join", 0), bc = req("b", 4);
+    j.kind = HVD_REQ_JOIN;
+    bc.kind = HVD_REQ_BROADCAST;
+    cr_assert_eq(hvd__neg_add(&t, 0, &a, &r, &n), 0);
+    cr_assert_eq(hvd__neg_add(&t, 1, &a, &r, &n), 0);
+    cr_assert_eq(hvd__neg_add(&t, 3, &a, &r, &n), 0);
+    /* Rank 2 joins: the waiting allreduce is ready before the join. */
+    cr_assert_eq(hvd__neg_add(&t, 2, &j, &r, &n), 0);
+    cr_assert_eq(n, 1);
+    cr_assert_str_eq(r[0].req.name, "a");
+    cr_assert_eq(r[0].error, 0);
+    /* Later requests count rank 2 at once; a broadcast fails. */
+    for (int k = 0; k < 2; k++)
+        cr_assert_eq(hvd__neg_add(&t, k, &bc, &r, &n), 0);
+    cr_assert_eq(n, 1);
+    cr_assert_eq(hvd__neg_add(&t, 3, &bc, &r, &n), 0);
+    cr_assert_eq(n, 2);
+    cr_assert_eq(r[1].error, HVD_EINVAL, "%s", r[1].msg);
+    cr_assert(strstr(r[1].msg, "joined"), "%s", r[1].msg);
+    /* A set without a joined rank is not affected. */
+    struct hvd_req s = bc;
+    s.pset = 1;
+    s.name = "s";
+    cr_assert_eq(hvd__neg_add(&t, 1, &s, &r, &n), 0);
+    cr_assert_eq(hvd__neg_add(&t, 3, &s, &r, &n), 0);
+    cr_assert_eq(n, 3);
+    cr_assert_eq(r[2].error, 0, "%s", r[2].msg);
+    /* The join answers once all have joined, with the last rank. */
+    cr_assert_eq(hvd__neg_add(&t, 3, &j, &r, &n), 0);
+    cr_assert_eq(hvd__neg_add(&t, 0, &j, &r, &n), 0);
+    cr_assert_eq(n, 3);
+    cr_assert_eq(hvd__neg_add(&t, 1, &j, &r, &n), 0);
+    cr_assert_eq(n, 4);
+    cr_assert_eq(r[3].req.kind, HVD_REQ_JOIN);
+    cr_assert_eq(r[3].req.root, 1);
+    cr_assert_eq(t.njoined, 0);
+    /* Afterwards every rank must ask again. */
+    cr_assert_eq(hvd__neg_add(&t, 0, &a, &r, &n), 0);
+    cr_assert_eq(n, 4);
+    free_resp(r, n);
+    hvd__neg_close(&t);
+    hvd__pset_close(&ps);
+}
+
+Test(negotiate, the_process_set_travels_on_the_wire)
+{
+    struct hvd_neg t;
+    cr_assert_eq(hvd__neg_init(&t, 2, 0), 0);
+    struct hvd_req q = req("w", 3);
+    q.pset = 7;
+    uint8_t *enc;
+    size_t len, got;
+    const uint8_t *bits;
+    struct hvd_req *back;
+    cr_assert_eq(hvd__neg_encode(&t, &q, 1, &enc, &len), 0);
+    cr_assert_eq(hvd__neg_decode(&t, enc, len, &bits, &back, &got), 0);
+    cr_assert_eq(got, 1);
+    cr_assert_eq(back[0].pset, 7);
+    hvd__neg_free_reqs(back, got);
+    free(enc);
     hvd__neg_close(&t);
 }

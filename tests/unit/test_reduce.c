@@ -405,6 +405,8 @@ static int64_t ref_int(hvd_op op, const int64_t *v, int nr, int bits)
         case HVD_MAX:
             acc = v[r] > acc ? v[r] : acc;
             break;
+        case HVD_ADASUM: /* not an element-wise kernel */
+            break;
         }
     }
     return op == HVD_AVERAGE ? trunc_div(acc, nr) : acc;
@@ -428,6 +430,8 @@ static int64_t ref_u8(hvd_op op, const int64_t *v, int nr)
             break;
         case HVD_MAX:
             acc = v[r] > acc ? v[r] : acc;
+            break;
+        case HVD_ADASUM: /* not an element-wise kernel */
             break;
         }
     }
@@ -1460,4 +1464,42 @@ Test(reduce, conversions_ignore_the_floating_point_environment)
         }
     }
     hvd__reduce_force_portable(0);
+}
+
+Test(reduce, identity_leaves_every_value_as_it_is)
+{
+    /* x op identity == x for every dtype and op, on values that include
+     * each type's extremes. */
+    hvd_dtype dts[] = {HVD_UINT8,    HVD_INT8,    HVD_INT16,
+                       HVD_INT32,    HVD_INT64,   HVD_FLOAT16,
+                       HVD_BFLOAT16, HVD_FLOAT32, HVD_FLOAT64};
+    hvd_op ops[] = {HVD_SUM, HVD_MIN, HVD_MAX, HVD_PRODUCT};
+    for (size_t d = 0; d < sizeof(dts) / sizeof(dts[0]); d++)
+        for (size_t o = 0; o < sizeof(ops) / sizeof(ops[0]); o++) {
+            size_t es = hvd_dtype_size(dts[d]);
+            uint8_t x[8 * 4], acc[8 * 4], id[8 * 4], want[8 * 4];
+            memset(x, 0, sizeof(x));
+            memset(x + es, 0xff, es);     /* -1, or the largest unsigned */
+            memset(x + 2 * es, 0x7f, es); /* near the largest */
+            memset(x + 3 * es + es - 1, 0x80, 1); /* the least, or -0 */
+            if (dts[d] >= HVD_FLOAT16 && dts[d] != HVD_INT16) {
+                /* Finite floats (NaN bit patterns would not compare), and
+                 * no -0, which a sum with zeros makes +0. */
+                hvd__identity(x, 1, dts[d], HVD_PRODUCT);
+                memcpy(x + es, x, es);
+                x[2 * es - 1] |= 0x80; /* -1 */
+                memset(x + 2 * es, 0, es);
+                memcpy(x + 3 * es, x + es, es);
+            }
+            hvd_dtype acc_dt = hvd__acc_dtype(dts[d]);
+            hvd__identity(id, 4, dts[d], ops[o]);
+            hvd__widen(acc, x, 4, dts[d]);
+            uint8_t wid[8 * 4];
+            hvd__widen(wid, id, 4, dts[d]);
+            hvd__reduce(acc, wid, 4, acc_dt, ops[o]);
+            hvd__finish(want, acc, 4, dts[d], ops[o], 1);
+            cr_expect(memcmp(want, x, 4 * es) == 0,
+                      "dtype %d op %d: x op identity differs from x",
+                      (int)dts[d], (int)ops[o]);
+        }
 }

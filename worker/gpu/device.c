@@ -55,7 +55,7 @@ static int stage_in(struct hvd_ctx *c, struct hvd_work *w, char *err,
     w->dev_recvbuf = w->recvbuf;
     /* A reducescatter's rows arrive after its input. */
     if (w->kind == HVD_OP_REDUCESCATTER)
-        out = hvd__exec_rows(w, c->size, c->rank, NULL) * es;
+        out = hvd__exec_mine(w) * es;
     if ((w->host = malloc(bytes + out + 1)) == NULL)
         return HVD_ENOMEM;
     switch (w->kind) {
@@ -99,15 +99,14 @@ static int stage_out(struct hvd_ctx *c, struct hvd_work *w, int ok, char *err,
         rc = hvd__gpu_copy(w->dev_recvbuf, w->host, bytes, w->device_id, err,
                            errlen);
     else if (ok && w->kind == HVD_OP_REDUCESCATTER)
-        rc = hvd__gpu_copy(w->dev_recvbuf, w->recvbuf,
-                           hvd__exec_rows(w, c->size, c->rank, NULL) * es,
+        rc = hvd__gpu_copy(w->dev_recvbuf, w->recvbuf, hvd__exec_mine(w) * es,
                            w->device_id, err, errlen);
     else if (ok &&
              (w->kind == HVD_OP_ALLGATHER || w->kind == HVD_OP_ALLTOALL) &&
              *w->gathered) {
         size_t total = 0;
         void *dev = NULL;
-        for (int r = 0; r < c->size; r++)
+        for (int r = 0; r < w->set_size; r++)
             total += w->counts[r] * es;
         rc = hvd__gpu_alloc(&dev, total, w->device_id, err, errlen);
         if (rc == 0 && (rc = hvd__gpu_copy(dev, *w->gathered, total,
@@ -153,6 +152,10 @@ int hvd__device_exec(struct hvd_ctx *c, struct hvd_work **ws, int n, char *err,
         notice(c, HVD_ENV_FORCE_GPU_STAGING " is set");
         return staged(c, ws, n, err, errlen);
     }
+    /* NCCL's communicator holds every rank: a process set's collective
+     * runs on the host transport, where the others stand in. */
+    if (ws[0]->pset != 0 || ws[0]->op_kind == HVD_ADASUM)
+        return staged(c, ws, n, err, errlen);
     if (g->can != NULL && g->can(ws[0]))
         return g->exec(c, ws, n, err, errlen);
     notice(c, g->staged_why);

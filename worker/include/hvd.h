@@ -38,7 +38,8 @@ extern "C" {
     XX(EENV, -19, "invalid horovodrun environment")                            \
     XX(ESHUTDOWN, -20, "the runtime was shut down")                            \
     XX(ENOTSUP, -21, "not supported")                                          \
-    XX(EMISMATCH, -22, "ranks disagree about a named operation")
+    XX(EMISMATCH, -22, "ranks disagree about a named operation")               \
+    XX(ENOTMEMBER, -23, "this rank is not in the process set")
 
 enum hvd_errno {
 #define XX(name, val, msg) HVD_##name = val,
@@ -64,7 +65,12 @@ typedef enum hvd_op {
     HVD_AVERAGE = 1, /* sum, divided once by the size at the end */
     HVD_MIN = 2,
     HVD_MAX = 3,
-    HVD_PRODUCT = 4
+    HVD_PRODUCT = 4,
+    /* Horovod's Adasum: pairs of gradients a, b combine in a binary tree
+     * of the ranks as (1 - a.b/2|a|^2) a + (1 - a.b/2|b|^2) b. Allreduces
+     * only, of floating-point tensors without compression, among every
+     * rank (set 0) of a job of a power-of-two size. */
+    HVD_ADASUM = 5
 } hvd_op;
 
 /* Size in bytes of one element of dtype, or 0 for an unknown dtype. */
@@ -244,6 +250,52 @@ HVD_EXPORT int hvd_alltoall_async(const void *sendbuf, const size_t *sendcounts,
                                   hvd_dtype dtype, void **recvbuf,
                                   size_t *recvcounts, const char *name,
                                   hvd_handle *handle);
+
+/*
+ * Process sets: collectives among a subset of the ranks. Id 0 is every
+ * rank and always exists. Every rank (members or not) calls
+ * hvd_add_process_set with the same ranks, in any order, at the same
+ * point among its other process set calls; it returns the new set's id,
+ * the same on every rank. HVD_EINVAL for a rank out of range or given
+ * twice, or a set of these ranks that exists already; HVD_EMISMATCH when
+ * the ranks disagree about the set. hvd_remove_process_set (every rank,
+ * with no collective still waiting on the set) removes one; ids are not
+ * reused.
+ *
+ * hvd_use_process_set(id) makes the collectives this thread submits from
+ * then on go to set id (0: every rank) and returns the set used before.
+ * Only the set's ranks call its collectives (HVD_ENOTMEMBER otherwise);
+ * names are per set; broadcast roots stay global ranks and must be in the
+ * set; allgather and alltoall counts arrays have one entry per rank of
+ * the set, in set order (increasing global rank); HVD_AVERAGE divides by
+ * the set's size. A set's collective runs on the job's transport with
+ * the ranks outside the set adding nothing, from their background
+ * threads: they never wait for it, but it costs them its traffic. Device
+ * buffers of a set's collectives are staged through host memory.
+ */
+HVD_EXPORT int hvd_add_process_set(const int *ranks, int n);
+HVD_EXPORT int hvd_remove_process_set(int id);
+HVD_EXPORT int hvd_use_process_set(int id);
+/* The set's size; this rank's place in it (HVD_ENOTMEMBER when it is not
+ * in it); its ranks, in increasing order, into ranks (cap entries at
+ * most), returning how many it has. HVD_EINVAL for an unknown id. */
+HVD_EXPORT int hvd_process_set_size(int id);
+HVD_EXPORT int hvd_process_set_rank(int id);
+HVD_EXPORT int hvd_process_set_ranks(int id, int *ranks, int cap);
+/* The ids of the sets that exist, 0 first, into ids (cap at most);
+ * returns how many exist. */
+HVD_EXPORT int hvd_process_set_ids(int *ids, int cap);
+
+/*
+ * Horovod's join: this rank has no more data. Until every rank has
+ * joined, the others' allreduces (and barriers) go on without it: it adds
+ * zeros to their sums (an average still divides by the job's size) and
+ * the op's identity to their minimums, maximums and products; a
+ * broadcast, allgather, alltoall or reducescatter fails with HVD_EINVAL
+ * while a rank of its set has joined. Returns, on every rank, the rank
+ * that joined last, once all have.
+ */
+HVD_EXPORT int hvd_join(void);
 
 /* 1 when the operation has completed, 0 when not yet. */
 HVD_EXPORT int hvd_poll(hvd_handle handle);

@@ -1,6 +1,7 @@
 /* Reduction kernels: element-wise ops, half-precision conversion, widening. */
 #include "reduce.h"
 
+#include <math.h>
 #include <stdatomic.h>
 #include <string.h>
 
@@ -474,6 +475,8 @@ FLOAT_KERNELS(f64, double, LOOP4)
         case HVD_MAX:                                                          \
             name##_max##sfx(__VA_ARGS__);                                      \
             break;                                                             \
+        case HVD_ADASUM: /* exec.c's own, never an element-wise kernel */      \
+            break;                                                             \
         }                                                                      \
     } while (0)
 
@@ -676,4 +679,59 @@ void hvd__scale(void *buf, size_t n, hvd_dtype dt, double f)
     default:
         break;
     }
+}
+
+/* One element of dt equal to v (finite and exact in every float dtype:
+ * 0, 1, or the infinities for the float identities). */
+static void put_float(void *p, hvd_dtype dt, double v)
+{
+    float f = (float)v;
+    uint16_t h;
+    switch (dt) {
+    case HVD_FLOAT16:
+        h = hvd__f32_to_f16(f);
+        memcpy(p, &h, 2);
+        break;
+    case HVD_BFLOAT16:
+        h = hvd__f32_to_bf16(f);
+        memcpy(p, &h, 2);
+        break;
+    case HVD_FLOAT32:
+        memcpy(p, &f, 4);
+        break;
+    default:
+        memcpy(p, &v, 8);
+        break;
+    }
+}
+
+void hvd__identity(void *buf, size_t n, hvd_dtype dt, hvd_op op)
+{
+    size_t es = hvd_dtype_size(dt);
+    uint8_t one[8] = {0};
+    int is_float = dt == HVD_FLOAT16 || dt == HVD_BFLOAT16 ||
+                   dt == HVD_FLOAT32 || dt == HVD_FLOAT64;
+    if (es == 0 || n == 0)
+        return;
+    if (op != HVD_MIN && op != HVD_MAX && op != HVD_PRODUCT) {
+        memset(buf, 0, n * es);
+        return;
+    }
+    if (is_float)
+        put_float(one, dt,
+                  op == HVD_PRODUCT ? 1.0
+                  : op == HVD_MIN   ? INFINITY
+                                    : -INFINITY);
+    else if (op == HVD_PRODUCT)
+        one[0] = 1; /* little-endian, as every reduction here */
+    else if (dt == HVD_UINT8)
+        one[0] = op == HVD_MIN ? 0xff : 0;
+    else {
+        /* Two's complement: the largest value is 0x7f.. ff, the least
+         * 0x80 00.., both little-endian. */
+        memset(one, op == HVD_MIN ? 0xff : 0, es);
+        one[es - 1] = op == HVD_MIN ? 0x7f : 0x80;
+    }
+    for (size_t i = 0; i < n; i++)
+        memcpy((uint8_t *)buf + i * es, one, es);
 }

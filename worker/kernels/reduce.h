@@ -46,6 +46,11 @@ void hvd__finish(void *dst, const void *acc, size_t n, hvd_dtype dt, hvd_op op,
  * float32, rounded once); does nothing when f is 1. */
 void hvd__scale(void *buf, size_t n, hvd_dtype dt, double f);
 
+/* Fills n elements of dt with op's identity: 0 for sums and averages, 1
+ * for products, the largest value (+inf for floats) for min, the least
+ * (-inf) for max. What a rank with nothing to add contributes. */
+void hvd__identity(void *buf, size_t n, hvd_dtype dt, hvd_op op);
+
 /* Whether [p, p + plen) and [q, q + qlen) share a byte (never when
  * either is empty). */
 int hvd__overlap(const void *p, size_t plen, const void *q, size_t qlen);
