@@ -60,6 +60,21 @@ class TorchTest(unittest.TestCase):
     def test_np4(self):
         self.check_all_ok(4)
 
+    def test_process_sets_join_and_adasum_np4(self):
+        for dynamic in ("0", "1"):
+            with self.subTest(dynamic=dynamic):
+                r = hvdtest.run(
+                    hvdtest.hr_args("-np", 4, PY,
+                                    os.path.join(HERE, "torchpset.py")),
+                    env=env(HOROVOD_DYNAMIC_PROCESS_SETS=dynamic),
+                    timeout=300)
+                self.assertEqual(r.rc, 0, r.describe())
+                per, _ = hvdtest.prefixed(r.out_lines)
+                for rank in range(4):
+                    self.assertTrue(any(
+                        re.match(r"torchpset: rank %d: ok [1-9]" % rank, t)
+                        for _, t in per.get(rank, [])), r.describe())
+
     def test_killed_rank_fails_the_others(self):
         r = hvdtest.run(hvdtest.hr_args("-np", 3, PY,
                                         os.path.join(HERE, "torchkill.py")),

@@ -344,8 +344,8 @@ class Collectives(unittest.TestCase):
             hvd.allreduce(torch.ones(4, 4).t())
         with self.assertRaises(ValueError):
             hvd.broadcast(torch.ones(2), root_rank=self.n)
-        with self.assertRaises(NotImplementedError):
-            hvd.allreduce(torch.ones(2), op=hvd.Adasum)
+        with self.assertRaises(ValueError):
+            hvd.allreduce(torch.ones(2, dtype=torch.int32), op=hvd.Adasum)
         # Ranks that disagree fail on every rank, and the job goes on.
         with self.assertRaises(HorovodInternalError):
             hvd.allreduce(torch.ones(self.r + 1), name="mismatch.count")

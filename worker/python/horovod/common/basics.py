@@ -2,9 +2,11 @@
 libhvd."""
 
 import ctypes
+import os
 import threading
 
 from horovod.common import libhvd
+from horovod.common import process_sets as ps
 
 _lock = threading.Lock()
 _state = {"init": False, "homogeneous": True}
@@ -20,21 +22,39 @@ def init(comm=None, process_sets=None):
     horovodrun or mpirun the job is this process alone (size 1).
 
     Arguments:
-        comm: Horovod takes an MPI communicator or a list of ranks to run
-            on a subset; only None (every rank) is supported here.
-        process_sets: Horovod's process sets to register at start-up;
-            only None is supported here.
+        comm: None, or a list of every rank (in any order). Horovod also
+            takes a subset of the ranks, or an MPI communicator, as the
+            global set: not supported here (NotImplementedError); use a
+            process set instead.
+        process_sets: a list of ProcessSet to register on every rank (in
+            addition to hvd.global_process_set), or "dynamic" to allow
+            hvd.add_process_set() later (sets
+            HOROVOD_DYNAMIC_PROCESS_SETS=1).
     """
-    if comm is not None or process_sets is not None:
+    if process_sets is None:
+        process_sets = []
+    elif isinstance(process_sets, str):
+        if process_sets.lower() != "dynamic":
+            raise ValueError("process_sets takes a list of ProcessSet or "
+                             "\"dynamic\", not %r" % (process_sets,))
+        process_sets = []
+        os.environ["HOROVOD_DYNAMIC_PROCESS_SETS"] = "1"
+    if comm is not None and not isinstance(comm, (list, tuple, range)):
         raise NotImplementedError(
-            "hvd.init(comm=..., process_sets=...) is not supported yet by "
-            "this runtime: call hvd.init() on every rank")
+            "hvd.init(comm=<MPI communicator>) is not supported by this "
+            "runtime: use process sets")
     with _lock:
         if _state["init"]:
             return
         libhvd.check(libhvd.lib.hvd_init())
         _state["init"] = True
+        if comm and sorted(comm) != list(range(libhvd.lib.hvd_size())):
+            raise NotImplementedError(
+                "hvd.init(comm=%r): a subset of the ranks as the global "
+                "set is not supported by this runtime; start only those "
+                "ranks, or use hvd.ProcessSet" % (list(comm),))
         _state["homogeneous"] = _same_local_size()
+        ps._init_process_sets(list(process_sets))
 
 
 def shutdown():

@@ -17,13 +17,14 @@ from horovod.common.exceptions import HorovodInternalError
 # libhvd's dtypes (enum hvd_dtype).
 UINT8, INT8, INT32, INT64, FLOAT16, BFLOAT16, FLOAT32, FLOAT64, INT16 = range(9)
 # libhvd's reductions (enum hvd_op).
-SUM, AVERAGE, MIN, MAX, PRODUCT = range(5)
+SUM, AVERAGE, MIN, MAX, PRODUCT, ADASUM = range(6)
 # libhvd's compression of an allreduce (enum hvd_compression).
 COMPRESS_NONE, COMPRESS_FP16 = 0, 1
 
 # The codes of worker/include/hvd.h that are a call the program got wrong.
 EINVAL = -1
 ENOTINIT = -13
+ENOTMEMBER = -23
 
 
 class AllreduceOpts(ctypes.Structure):
@@ -101,6 +102,12 @@ _SIG = {
     "hvd_built": (_c.c_int, [_c.c_char_p]),
     "hvd_transport": (_c.c_char_p, []),
     "hvd_start_timeline": (_c.c_int, [_c.c_char_p, _c.c_int]),
+    "hvd_add_process_set": (_c.c_int, [_c.c_void_p, _c.c_int]),
+    "hvd_remove_process_set": (_c.c_int, [_c.c_int]),
+    "hvd_use_process_set": (_c.c_int, [_c.c_int]),
+    "hvd_process_set_size": (_c.c_int, [_c.c_int]),
+    "hvd_process_set_rank": (_c.c_int, [_c.c_int]),
+    "hvd_join": (_c.c_int, []),
     "hvd_stop_timeline": (_c.c_int, []),
 }
 for _name, (_res, _args) in _SIG.items():
@@ -146,6 +153,6 @@ def check(rc, submit=False):
     msg = message(rc)
     if rc == ENOTINIT:
         raise ValueError("Horovod has not been initialized; use hvd.init().")
-    if submit and rc == EINVAL:
+    if submit and rc in (EINVAL, ENOTMEMBER):
         raise ValueError(msg)
     raise HorovodInternalError(msg)

@@ -17,7 +17,7 @@ def broadcast_parameters(params, root_rank, process_set=global_process_set):
         params: model.state_dict(), model.named_parameters(), or a list of
             (name, tensor) pairs or of tensors.
         root_rank: The rank whose values everyone takes.
-        process_set: The ranks taking part (the global set).
+        process_set: The ranks taking part (a registered ProcessSet).
     """
     if isinstance(params, dict):
         items = sorted(params.items(), key=lambda kv: kv[0])
@@ -61,7 +61,7 @@ def broadcast_optimizer_state(optimizer, root_rank, model=None,
         optimizer: A torch optimizer, or a DistributedOptimizer.
         root_rank: The rank whose state everyone takes.
         model: Unused (Horovod's signature).
-        process_set: The ranks taking part (the global set).
+        process_set: The ranks taking part (a registered ProcessSet).
     """
     if isinstance(optimizer, torch.optim.LBFGS):
         raise ValueError("cannot broadcast torch.optim.LBFGS state")
@@ -118,7 +118,7 @@ def broadcast_object(obj, root_rank=0, name=None,
         obj: The object (only root_rank's is used).
         root_rank: The rank whose object everyone gets.
         name: Names the two broadcasts it takes (default: the type's).
-        process_set: The ranks taking part (the global set).
+        process_set: The ranks taking part (a registered ProcessSet).
     """
     name = name or type(obj).__name__
     if mpi_ops.rank() == root_rank:

@@ -20,13 +20,14 @@ from horovod.common.basics import (  # noqa: F401 (re-exported)
     rank, rocm_built, shutdown, size, start_timeline, stop_timeline)
 from horovod.common.exceptions import HorovodInternalError  # noqa: F401
 from horovod.common.process_sets import (  # noqa: F401
-    ProcessSet, add_process_set, check_supported, global_process_set,
-    remove_process_set)
+    ProcessSet, add_process_set, global_process_set, remove_process_set,
+    select)
 from horovod.torch.compression import Compression, FP16Compressor
 
 # Reduction operations, with Horovod's values.
 Average, Sum, Adasum, Min, Max, Product = 0, 1, 2, 3, 4, 5
-_OPS = {Average: libhvd.AVERAGE, Sum: libhvd.SUM, Min: libhvd.MIN,
+_OPS = {Average: libhvd.AVERAGE, Sum: libhvd.SUM, Adasum: libhvd.ADASUM,
+        Min: libhvd.MIN,
         Max: libhvd.MAX, Product: libhvd.PRODUCT}
 
 _DTYPES = {
@@ -117,9 +118,6 @@ def _op(op, average):
 
 
 def _libop(op):
-    if op == Adasum:
-        raise NotImplementedError(
-            "op=hvd.Adasum is not supported yet by this runtime")
     if op not in _OPS:
         raise ValueError("unknown reduction op %r: use hvd.Average, hvd.Sum, "
                          "hvd.Min, hvd.Max or hvd.Product" % (op,))
@@ -140,9 +138,23 @@ def _submit_allreduce(tensor, output, name, op, prescale, postscale, wire):
     return handle
 
 
+def _adasum_check(op, process_set):
+    """Horovod's conditions for Adasum."""
+    if op != Adasum:
+        return
+    if process_set.process_set_id != 0:
+        raise NotImplementedError("Adasum does not support non-global "
+                                  "process sets yet.")
+    n = size()
+    if n & (n - 1):
+        raise NotImplementedError("Running Adasum with non-power of 2 ranks "
+                                  "is not supported yet.")
+
+
 def _allreduce_async(tensor, output, name, op, prescale_factor,
                      postscale_factor, process_set, wire=0):
-    check_supported(process_set)
+    select(process_set)
+    _adasum_check(op, process_set)
     _claim(name)
     h = _submit_allreduce(tensor, output, name, op, prescale_factor,
                           postscale_factor, wire)
@@ -165,7 +177,7 @@ def allreduce_async(tensor, average=None, name=None, op=None,
             hvd.Product.
         prescale_factor: Multiplies the input before the reduction.
         postscale_factor: Multiplies the result.
-        process_set: The ranks taking part (the global set).
+        process_set: The ranks taking part (a registered ProcessSet).
 
     Returns:
         A handle for poll() and synchronize(), which returns the result.
@@ -240,7 +252,8 @@ def allreduce_(tensor, average=None, name=None, op=None,
 
 def _grouped_async(tensors, outputs, name, op, prescale_factor,
                    postscale_factor, process_set):
-    check_supported(process_set)
+    select(process_set)
+    _adasum_check(op, process_set)
     tensors = list(tensors)
     if not tensors:
         raise ValueError("grouped allreduce of no tensors")
@@ -380,11 +393,11 @@ def allgather_async(tensor, name=None, process_set=global_process_set):
     Returns:
         A handle for poll() and synchronize(), which returns the result.
     """
-    check_supported(process_set)
+    n = select(process_set)
     _claim(name)
     dt = _dtype(tensor)
     src = _host(tensor)
-    counts = (ctypes.c_size_t * size())()
+    counts = (ctypes.c_size_t * n)()
     buf = ctypes.c_void_p()
     h = ctypes.c_void_p()
     libhvd.check(libhvd.lib.hvd_allgather_async(
@@ -411,7 +424,7 @@ class HorovodAllgather(torch.autograd.Function):
                             process_set=ctx.process_set)
         counts = allgather(torch.tensor([ctx.rows], dtype=torch.int64),
                            process_set=ctx.process_set)
-        offset = int(counts[:rank()].sum())
+        offset = int(counts[:ctx.process_set.rank()].sum())
         return reduced.narrow(0, offset, ctx.rows), None, None
 
 
@@ -454,7 +467,7 @@ def reducescatter_async(tensor, name=None, op=Average,
         A handle for poll() and synchronize(), which returns this rank's
         rows.
     """
-    check_supported(process_set)
+    n = select(process_set)
     if tensor.dim() == 0:
         raise ValueError("reducescatter needs a tensor of at least one "
                          "dimension")
@@ -462,7 +475,7 @@ def reducescatter_async(tensor, name=None, op=Average,
     dt = _dtype(tensor)
     _ready(tensor)
     rows, row = _row_shape(tensor)
-    mine = _split_rows(tensor.shape[0], size())[rank()]
+    mine = _split_rows(tensor.shape[0], n)[process_set.rank()]
     output = tensor.new_empty((mine,) + rows)
     opts = None
     if prescale_factor != 1.0 or postscale_factor != 1.0:
@@ -497,7 +510,7 @@ class HorovodReducescatter(torch.autograd.Function):
     def backward(ctx, grad_output):
         op, pre, post, ps = ctx.args
         g, = _scaled_for_backward([grad_output.contiguous()], op, pre, post,
-                                  size())
+                                  ps.size())
         return allgather(g, process_set=ps), None, None, None, None, None
 
 
@@ -543,7 +556,7 @@ class HorovodGroupedReducescatter(torch.autograd.Function):
     def backward(ctx, *grads):
         op, pre, post, ps = ctx.args
         gs = _scaled_for_backward([g.contiguous() for g in grads], op, pre,
-                                  post, size())
+                                  post, ps.size())
         return (None, None, None, None, None) + tuple(
             grouped_allgather(gs, process_set=ps))
 
@@ -571,10 +584,9 @@ def alltoall_async(tensor, splits=None, name=None,
         every rank sent here, in rank order, and how many came from each
         (an int32 tensor).
     """
-    check_supported(process_set)
+    n = select(process_set)
     if tensor.dim() == 0:
         raise ValueError("alltoall needs a tensor of at least one dimension")
-    n = size()
     first = tensor.shape[0]
     if splits is None:
         if first % n:
@@ -661,14 +673,14 @@ def sparse_allreduce_async(tensor, name, op, process_set=global_process_set):
         vals = synchronize(values)
         idx = synchronize(indices)
         if op == Average:
-            vals = vals / size()
+            vals = vals / process_set.size()
         return torch.sparse_coo_tensor(idx.t(), vals, tensor.size())
 
     return wait
 
 
 def _broadcast_async(tensor, output, root_rank, name, process_set):
-    check_supported(process_set)
+    select(process_set)
     _claim(name)
     dt = _dtype(output)
     _ready(output)
@@ -757,12 +769,26 @@ def synchronize(handle):
 
 
 def barrier(process_set=global_process_set):
-    """Returns once every rank has called it."""
-    check_supported(process_set)
-    libhvd.check(libhvd.lib.hvd_barrier())
+    """Returns once every rank of process_set has called it."""
+    select(process_set)
+    libhvd.check(libhvd.lib.hvd_barrier(), submit=True)
 
 
 def join(device=-1):
-    """Horovod's join for uneven data; not supported yet."""
-    raise NotImplementedError("hvd.join() is not supported yet by this "
-                              "runtime")
+    """Tells the other ranks that this one has no more data (uneven data
+    sets): until every rank has joined, their allreduces go on with this
+    rank adding zeros (an average still divides by hvd.size()), and it
+    blocks. Broadcasts, allgathers, alltoalls and reducescatters fail while
+    a rank has joined, as in Horovod.
+
+    Arguments:
+        device: ignored (Horovod's device for its zero tensors): the
+            zeros are made where the other ranks' tensors are.
+
+    Returns:
+        The rank that joined last.
+    """
+    rc = libhvd.lib.hvd_join()
+    if rc < 0:
+        raise HorovodInternalError(libhvd.message(rc))
+    return rc

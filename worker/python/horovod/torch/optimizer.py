@@ -31,7 +31,7 @@ class _DistributedOptimizer(torch.optim.Optimizer):
                  gradient_predivide_factor=1.0, groups=None,
                  sparse_as_dense=False, process_set=global_process_set):
         super(self.__class__, self).__init__(params)
-        mpi_ops.check_supported(process_set)
+        mpi_ops.select(process_set)
         self._compression = compression
         self._parameter_names = self._names(named_parameters)
         self.backward_passes_per_step = backward_passes_per_step
@@ -314,7 +314,7 @@ def DistributedOptimizer(optimizer, named_parameters=None,
         groups: An int (that many groups of parameters, each reduced as
             one grouped allreduce) or a list of lists of parameters.
         sparse_as_dense: Reduce sparse gradients as dense tensors.
-        process_set: The ranks taking part (the global set).
+        process_set: The ranks taking part (a registered ProcessSet).
     """
     if gradient_predivide_factor != 1.0 and op != Average:
         raise ValueError("gradient_predivide_factor not supported with op "

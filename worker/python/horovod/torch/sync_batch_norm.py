@@ -19,15 +19,14 @@ class SyncBatchNorm(_BatchNorm):
     evaluation mode, or in a job of one, it is plain batch normalization.
     Works on CPU and CUDA tensors.
 
-    Arguments are torch.nn.BatchNorm2d's, and process_set (the global
-    set).
+    Arguments are torch.nn.BatchNorm2d's, and process_set (the ranks
+    whose batches are normalized together).
     """
 
     def __init__(self, num_features, eps=1e-5, momentum=0.1, affine=True,
                  track_running_stats=True, process_set=global_process_set):
         super().__init__(num_features, eps, momentum, affine,
                          track_running_stats)
-        mpi_ops.check_supported(process_set)
         self.process_set = process_set
 
     def _check_input_dim(self, input):
@@ -48,7 +47,7 @@ class SyncBatchNorm(_BatchNorm):
             input, self.weight, self.bias,
             self.running_mean if self.track_running_stats else None,
             self.running_var if self.track_running_stats else None,
-            self.eps, momentum)
+            self.eps, momentum, self.process_set)
 
 
 def _per_channel(t):
@@ -64,14 +63,16 @@ class _SyncBatchNorm(torch.autograd.Function):
 
     @staticmethod
     def forward(ctx, input, weight, bias, running_mean, running_var, eps,
-                momentum):
+                momentum, process_set):
         x = input.contiguous()
         c = x.shape[1]
         count = torch.full((1,), x.numel() // c, dtype=torch.float64,
                            device=x.device)
         xd = x.double()
         stats = torch.cat([_per_channel(xd), _per_channel(xd * xd), count])
-        stats = mpi_ops.allreduce(stats, op=Sum, name=None)
+        stats = mpi_ops.allreduce(stats, op=Sum, name=None,
+                                  process_set=process_set)
+        ctx.process_set = process_set
         total = stats[-1]
         mean = stats[:c] / total
         var = (stats[c:2 * c] / total - mean * mean).clamp_(min=0)
@@ -107,11 +108,13 @@ class _SyncBatchNorm(torch.autograd.Function):
         grad_input = None
         if ctx.needs_input_grad[0]:
             sums = mpi_ops.allreduce(torch.cat([sum_dy, sum_dy_xmu]).double(),
-                                     op=Sum, name=None)
+                                     op=Sum, name=None,
+                                     process_set=ctx.process_set)
             mean_dy = (sums[:c] / total).to(x.dtype)
             mean_dy_xmu = (sums[c:] / total).to(x.dtype)
             scale = invstd if weight is None else invstd * weight
             grad_input = _view(scale, x) * (
                 dy - _view(mean_dy, x)
                 - xmu * _view(invstd * invstd * mean_dy_xmu, x))
-        return grad_input, grad_weight, grad_bias, None, None, None, None
+        return (grad_input, grad_weight, grad_bias, None, None, None, None,
+                None)
