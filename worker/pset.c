@@ -103,16 +103,19 @@ int hvd__pset_add(struct hvd_psets *t, const int *ranks, int n, char *err,
             goto bad;
         }
     }
+    *s = (struct hvd_pset){.id = t->next_id, .n = n, .ranks = v};
+    s->me = hvd__pset_place(s, t->all.me);
+    /* Other threads read the table under mu: the array may move. */
+    pthread_mutex_lock(&t->mu);
     if (t->n == t->cap) {
         size_t cap = t->cap ? 2 * t->cap : 8;
-        if ((grown = realloc(t->v, cap * sizeof(*grown))) == NULL)
+        if ((grown = realloc(t->v, cap * sizeof(*grown))) == NULL) {
+            pthread_mutex_unlock(&t->mu);
             goto nomem;
+        }
         t->v = grown;
         t->cap = cap;
     }
-    *s = (struct hvd_pset){.id = t->next_id, .n = n, .ranks = v};
-    s->me = hvd__pset_place(s, t->all.me);
-    pthread_mutex_lock(&t->mu);
     t->v[t->n++] = s;
     t->next_id++;
     pthread_mutex_unlock(&t->mu);
