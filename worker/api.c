@@ -25,6 +25,9 @@ static pthread_mutex_t g_init_mu = PTHREAD_MUTEX_INITIALIZER;
 static _Thread_local char g_last_error[2 * HVD_ERRMSG];
 /* The process set this thread's collectives go to (hvd_use_process_set). */
 static _Thread_local int g_pset;
+/* The CUDA stream that writes this thread's device buffers, if given. */
+static _Thread_local int g_stream_on;
+static _Thread_local void *g_stream;
 
 struct hvd_ctx *hvd__api_ctx(void)
 {
@@ -264,6 +267,13 @@ static int set_name(struct hvd_ctx *c, struct hvd_work *w, const char *name,
     return n > 0 && (size_t)n < sizeof(w->name) ? 0 : HVD_EINVAL;
 }
 
+HVD_EXPORT int hvd_use_cuda_stream(int on, void *stream)
+{
+    g_stream_on = on != 0;
+    g_stream = on ? stream : NULL;
+    return 0;
+}
+
 HVD_EXPORT int hvd_use_process_set(int id)
 {
     if (id < 0)
@@ -308,12 +318,22 @@ int hvd__api_start(struct hvd_request *op, hvd_handle *handle)
 {
     struct hvd_ctx *c = g_ctx;
     char msg[HVD_ERRMSG + HVD_NAME_MAX + 8], why[HVD_ERRMSG] = "";
-    for (int i = 0; i < op->nparts; i++)
-        if (hvd__device_classify(&op->parts[i], why, sizeof(why)) != 0) {
-            snprintf(msg, sizeof(msg), "'%s': %s", op->parts[i].name, why);
+    for (int i = 0; i < op->nparts; i++) {
+        struct hvd_work *w = &op->parts[i];
+        int rc = hvd__device_classify(w, why, sizeof(why));
+        /* Device buffers are read after what the caller's stream has
+         * queued so far, and this thread does not wait for it. */
+        if (rc == 0 && w->device && g_stream_on)
+            rc = hvd__gpu_mark(g_stream, w->device_id, &w->mark, why,
+                               sizeof(why));
+        if (rc != 0) {
+            snprintf(msg, sizeof(msg), "'%s': %s", w->name, why);
+            for (int k = 0; k <= i; k++)
+                hvd__gpu_wait_mark(&op->parts[k].mark, why, sizeof(why));
             free(op);
-            return fail(HVD_EINVAL, msg);
+            return fail(rc, msg);
         }
+    }
     *handle = op;
     if (!c->standalone) {
         hvd__engine_submit(c, op);
@@ -618,6 +638,58 @@ HVD_EXPORT int hvd_grouped_allreduce_async(const void *const *sendbufs,
         w->pset = ps;
     }
     return hvd__api_start(o, handle);
+}
+
+HVD_EXPORT int hvd_grouped_allgather_async(const void *const *sendbufs,
+                                           const size_t *counts, int n,
+                                           hvd_dtype dtype, void **recvbufs,
+                                           size_t *recvcounts, const char *name,
+                                           hvd_handle *handle)
+{
+    struct hvd_ctx *c = g_ctx;
+    int m = 0;
+    if (c == NULL)
+        return fail(HVD_ENOTINIT, "hvd_init() has not been called");
+    if (n < 1 || name == NULL || sendbufs == NULL || counts == NULL ||
+        recvbufs == NULL || recvcounts == NULL || handle == NULL ||
+        hvd_dtype_size(dtype) == 0)
+        return fail(HVD_EINVAL, "hvd_grouped_allgather: bad arguments (a "
+                                "group needs a name and at least one tensor)");
+    int ps = hvd__api_set(c, "hvd_grouped_allgather", -1, &m, NULL);
+    if (ps < 0)
+        return ps;
+    struct hvd_request *o = hvd__api_new_op(n);
+    if (o == NULL)
+        return fail(HVD_ENOMEM, "out of memory");
+    for (int i = 0; i < n; i++) {
+        struct hvd_work *w = &o->parts[i];
+        if (set_name(c, w, name, i) != 0 ||
+            (counts[i] > 0 && sendbufs[i] == NULL)) {
+            free(o);
+            return fail(HVD_EINVAL, "hvd_grouped_allgather: a tensor has no "
+                                    "buffer, or the name is too long");
+        }
+        recvbufs[i] = NULL;
+        w->kind = HVD_OP_ALLGATHER;
+        w->sendbuf = sendbufs[i];
+        w->count = counts[i];
+        w->dtype = dtype;
+        w->gathered = &recvbufs[i];
+        w->counts = recvcounts + (size_t)i * (size_t)m;
+        w->pset = ps;
+    }
+    return hvd__api_start(o, handle);
+}
+
+HVD_EXPORT int hvd_grouped_allgather(const void *const *sendbufs,
+                                     const size_t *counts, int n,
+                                     hvd_dtype dtype, void **recvbufs,
+                                     size_t *recvcounts, const char *name)
+{
+    hvd_handle h;
+    int rc = hvd_grouped_allgather_async(sendbufs, counts, n, dtype, recvbufs,
+                                         recvcounts, name, &h);
+    return rc ? rc : hvd_wait(h);
 }
 
 HVD_EXPORT int hvd_poll(hvd_handle handle)

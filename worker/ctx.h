@@ -69,7 +69,10 @@ struct hvd_work {
     double postscale;               /* 1: none */
     int device;                     /* the buffers are CUDA device memory */
     int device_id;                  /* on this device */
-    const void *dev_sendbuf;        /* while staged through host memory */
+    /* What the caller's CUDA stream had queued at submission
+     * (hvd_use_cuda_stream): waited for before the buffers are read. */
+    void *mark;
+    const void *dev_sendbuf; /* while staged through host memory */
     void *dev_recvbuf;
     uint8_t *host;
     struct hvd_work *pend_next; /* chain in the pending table */

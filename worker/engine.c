@@ -20,6 +20,7 @@
 #include "failure.h"
 #include "fusion.h"
 #include "gpu/device.h"
+#include "gpu/gpu.h"
 #include "setting.h"
 #include "sock.h"
 #include "stall.h"
@@ -45,6 +46,9 @@ static void complete(struct hvd_ctx *c, struct hvd_work *w, int rc,
                      const char *err)
 {
     struct hvd_request *op = w->op;
+    char why[HVD_ERRMSG];
+    /* A part failed before it ran: its stream's mark is not needed. */
+    hvd__gpu_wait_mark(&w->mark, why, sizeof(why));
     if (rc != 0 && op->rc == 0) {
         op->rc = rc;
         snprintf(op->err, sizeof(op->err), "%s '%s': %s", kind_names[w->kind],

@@ -201,6 +201,40 @@ static void test_alltoall(void)
     free(counts);
 }
 
+/* A tensor that the caller's stream has yet to write when the call is
+ * made (the double's stream runs its writes only when libhvd waits for
+ * the event): the collective must read what the stream leaves, without
+ * the caller synchronizing; and with the stream off again, the stale
+ * bytes that are there at the call. */
+static void test_stream_ordering(void)
+{
+    float zeros[64] = {0}, mine[64], got[64];
+    for (int i = 0; i < 64; i++)
+        mine[i] = (float)(rank + 1) * (float)i;
+    void *stream = hvd__gpu_fake_stream();
+    void *d = upload(zeros, sizeof(zeros));
+    hvd__gpu_fake_stream_write(stream, d, mine, sizeof(mine));
+    hvd_use_cuda_stream(1, stream);
+    hvd_handle h;
+    int rc =
+        hvd_allreduce_async(d, d, 64, HVD_FLOAT32, HVD_SUM, "streamed", &h);
+    if (rc == 0)
+        rc = hvd_wait(h);
+    download(got, d, sizeof(got));
+    int ok = rc == 0;
+    float ranks = (float)size * (float)(size + 1) / 2;
+    for (int i = 0; ok && i < 64; i++)
+        ok = got[i] == ranks * (float)i;
+    check(ok, "device buffers read after the stream's queued writes");
+    hvd_use_cuda_stream(0, NULL);
+    void *e = upload(zeros, sizeof(zeros));
+    hvd__gpu_fake_stream_write(stream, e, mine, sizeof(mine));
+    rc = hvd_allreduce(e, e, 64, HVD_FLOAT32, HVD_SUM, "unstreamed");
+    download(got, e, sizeof(got));
+    check(rc == 0 && got[63] == 0, "without a stream, the bytes at the call");
+    hvd__gpu_fake_stream_free(stream);
+}
+
 /* Host and device buffers in one call are refused at once. */
 static void test_mixed_buffers(void)
 {
@@ -241,6 +275,7 @@ int main(void)
     test_allgather();
     test_reducescatter();
     test_alltoall();
+    test_stream_ordering();
     test_mixed_buffers();
     test_memory_mismatch();
     printf("devcheck: rank %d of %d: %d checks, %d failures\n", rank, size,

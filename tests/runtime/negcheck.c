@@ -81,6 +81,39 @@ static void test_grouped(void)
 
 /* Each kind of disagreement fails on every rank, naming both sides, and
  * the next operation works. */
+/* Three allgathers of one handle: rank r gives r + i + 1 elements to
+ * tensor i, of values 100 r + i. */
+static void test_grouped_allgather(void)
+{
+    enum { N = 3 };
+    int32_t in[N][64];
+    const void *sends[N];
+    size_t counts[N], recvcounts[N * 64];
+    void *recv[N];
+    for (int i = 0; i < N; i++) {
+        counts[i] = (size_t)(rank + i + 1);
+        for (size_t e = 0; e < counts[i]; e++)
+            in[i][e] = 100 * rank + i;
+        sends[i] = in[i];
+    }
+    hvd_handle h;
+    int rc = hvd_grouped_allgather_async(sends, counts, N, HVD_INT32, recv,
+                                         recvcounts, "gag", &h);
+    check(rc == 0 && hvd_wait(h) == 0, "grouped allgather");
+    int ok = rc == 0;
+    for (int i = 0; ok && i < N; i++) {
+        const int32_t *got = recv[i];
+        for (int r = 0, at = 0; ok && r < size; r++) {
+            ok = recvcounts[i * size + r] == (size_t)(r + i + 1);
+            for (int e = 0; ok && e < r + i + 1; e++)
+                ok = got[at++] == 100 * r + i;
+        }
+    }
+    check(ok, "grouped allgather results and counts");
+    for (int i = 0; rc == 0 && i < N; i++)
+        free(recv[i]);
+}
+
 static void test_mismatches(void)
 {
     float x[64] = {0};
@@ -236,6 +269,7 @@ int main(void)
     size = hvd_size();
     test_orders();
     test_grouped();
+    test_grouped_allgather();
     test_fusion_hash();
     test_options();
     if (size > 1)

@@ -31,7 +31,7 @@ class DeviceTest(unittest.TestCase):
         self.assertEqual(sorted(int(r) for r, _, _, _ in done),
                          list(range(np)), p.stdout + p.stderr)
         for _, _, checks, failures in done:
-            self.assertEqual(int(checks), 9 + np)  # a broadcast per root
+            self.assertEqual(int(checks), 11 + np)  # a broadcast per root
             self.assertEqual(int(failures), 0, p.stdout)
 
     def test_job_of_one_stages_device_buffers(self):

@@ -148,6 +148,15 @@ int hvd__device_exec(struct hvd_ctx *c, struct hvd_work **ws, int n, char *err,
                      size_t errlen)
 {
     const struct hvd_gpu *g = hvd__gpu();
+    int rc = 0;
+    /* The callers' streams first: each buffer as its stream left it. */
+    for (int i = 0; i < n; i++) {
+        int w = hvd__gpu_wait_mark(&ws[i]->mark, err, errlen);
+        if (rc == 0)
+            rc = w;
+    }
+    if (rc)
+        return rc;
     if (c->force_staging) {
         notice(c, HVD_ENV_FORCE_GPU_STAGING " is set");
         return staged(c, ws, n, err, errlen);

@@ -118,6 +118,90 @@ static void fake_free(void *p)
     }
 }
 
+/* A stream of the double: queued writes, run by the waits of marks. */
+#define FAKE_QUEUE 16
+
+struct fake_write {
+    void *dev;
+    uint8_t *bytes;
+    size_t n;
+};
+
+struct fake_stream {
+    struct fake_write q[FAKE_QUEUE];
+    int queued, done; /* written so far: q[done .. queued-1] wait */
+};
+
+/* A mark: the stream and how much it had queued. */
+struct fake_mark {
+    struct fake_stream *s;
+    int upto;
+};
+
+void *hvd__gpu_fake_stream(void)
+{
+    return calloc(1, sizeof(struct fake_stream));
+}
+
+void hvd__gpu_fake_stream_write(void *stream, void *dev, const void *src,
+                                size_t n)
+{
+    struct fake_stream *s = stream;
+    uint8_t *copy = malloc(n + 1);
+    if (copy == NULL || s->queued == FAKE_QUEUE) {
+        free(copy);
+        return;
+    }
+    memcpy(copy, src, n);
+    pthread_mutex_lock(&g_mu);
+    s->q[s->queued++] = (struct fake_write){dev, copy, n};
+    pthread_mutex_unlock(&g_mu);
+}
+
+void hvd__gpu_fake_stream_free(void *stream)
+{
+    struct fake_stream *s = stream;
+    for (int i = 0; s && i < s->queued; i++)
+        free(s->q[i].bytes);
+    free(s);
+}
+
+static int fake_mark(void *stream, int device, void **mark, char *err,
+                     size_t errlen)
+{
+    struct fake_mark *m = malloc(sizeof(*m));
+    (void)device;
+    if (m == NULL) {
+        snprintf(err, errlen, "out of memory");
+        return HVD_ENOMEM;
+    }
+    m->s = stream;
+    pthread_mutex_lock(&g_mu);
+    m->upto = m->s ? m->s->queued : 0;
+    pthread_mutex_unlock(&g_mu);
+    *mark = m;
+    return 0;
+}
+
+static int fake_wait_mark(void *mark, char *err, size_t errlen)
+{
+    struct fake_mark *m = mark;
+    struct fake_stream *s = m->s;
+    (void)err, (void)errlen;
+    for (;;) {
+        pthread_mutex_lock(&g_mu);
+        struct fake_write w = {0};
+        if (s && s->done < m->upto)
+            w = s->q[s->done++];
+        pthread_mutex_unlock(&g_mu);
+        if (w.dev == NULL)
+            break;
+        fake_copy(w.dev, w.bytes, w.n, 0, NULL, 0);
+    }
+    free(m);
+    return 0;
+}
+
 /* This build's own table: the one switch on what the build has. */
 #if HVD_HAVE_NCCL
 #define NATIVE hvd__gpu_nccl
@@ -183,6 +267,8 @@ static const struct hvd_gpu fake = {
     .alloc = fake_alloc,
     .free = fake_free,
     .count = fake_count,
+    .mark = fake_mark,
+    .wait_mark = fake_wait_mark,
     .staged_why = FAKE_WHY,
 };
 
@@ -227,6 +313,21 @@ void hvd__gpu_free(void *p)
     if (p == NULL)
         return;
     hvd__gpu()->free(p);
+}
+
+int hvd__gpu_mark(void *stream, int device, void **mark, char *err,
+                  size_t errlen)
+{
+    const struct hvd_gpu *g = hvd__gpu();
+    *mark = NULL;
+    return g->mark ? g->mark(stream, device, mark, err, errlen) : 0;
+}
+
+int hvd__gpu_wait_mark(void **mark, char *err, size_t errlen)
+{
+    void *m = *mark;
+    *mark = NULL;
+    return m ? hvd__gpu()->wait_mark(m, err, errlen) : 0;
 }
 
 int hvd__gpu_count(void)

@@ -19,6 +19,12 @@ struct hvd_gpu {
     int (*alloc)(void **p, size_t n, int device, char *err, size_t errlen);
     void (*free)(void *p);
     int (*count)(void);
+    /* Marks what stream (a cudaStream_t) has queued on device so far: an
+     * event recorded on it, for wait_mark. NULL: no streams. */
+    int (*mark)(void *stream, int device, void **mark, char *err,
+                size_t errlen);
+    /* Waits until the work a mark covers has run, then frees the mark. */
+    int (*wait_mark)(void *mark, char *err, size_t errlen);
     /* Whether exec runs this negotiated operation on the device (the same
      * answer on every rank). NULL: never; device buffers are staged
      * through host memory, and a notice says why (staged_why). */
@@ -49,6 +55,12 @@ int hvd__gpu_copy(void *dst, const void *src, size_t n, int device, char *err,
 int hvd__gpu_alloc(void **p, size_t n, int device, char *err, size_t errlen);
 /* Frees what hvd__gpu_alloc allocated (NULL: nothing). */
 void hvd__gpu_free(void *p);
+/* Marks stream's queued work (see the table); *mark stays NULL when the
+ * path has no streams. */
+int hvd__gpu_mark(void *stream, int device, void **mark, char *err,
+                  size_t errlen);
+/* Waits for *mark (if any) and frees it; *mark becomes NULL. */
+int hvd__gpu_wait_mark(void **mark, char *err, size_t errlen);
 /* Visible CUDA devices (0 without CUDA or a GPU; the test double does not
  * change it). */
 int hvd__gpu_count(void);
@@ -56,6 +68,14 @@ int hvd__gpu_count(void);
 /* The test double's device memory: mapped without any access, so that a
  * host access to it crashes; only hvd__gpu_copy reaches its bytes. */
 void *hvd__gpu_fake_alloc(size_t n);
+/* The double's streams: writes queued on one run only when a mark of the
+ * stream is waited for, as a kernel runs only when the GPU gets to it. */
+void *hvd__gpu_fake_stream(void);
+/* Queues a copy of n bytes from host memory src to the double's device
+ * memory dev on stream (up to 16 at a time). */
+void hvd__gpu_fake_stream_write(void *stream, void *dev, const void *src,
+                                size_t n);
+void hvd__gpu_fake_stream_free(void *stream);
 
 /* NCCL_VERSION_CODE of the NCCL this library was built with (gpu_nccl.c,
  * in NCCL builds only). */
@@ -68,5 +88,8 @@ int hvd__cuda_copy(void *dst, const void *src, size_t n, int device, char *err,
 int hvd__cuda_alloc(void **p, size_t n, int device, char *err, size_t errlen);
 void hvd__cuda_free(void *p);
 int hvd__cuda_count(void);
+int hvd__cuda_mark(void *stream, int device, void **mark, char *err,
+                   size_t errlen);
+int hvd__cuda_wait_mark(void *mark, char *err, size_t errlen);
 
 #endif

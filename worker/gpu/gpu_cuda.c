@@ -75,11 +75,43 @@ void hvd__cuda_free(void *p)
     cudaFree(p);
 }
 
+int hvd__cuda_mark(void *stream, int device, void **mark, char *err,
+                   size_t errlen)
+{
+    cudaEvent_t ev = NULL;
+    cudaError_t e = cudaSetDevice(device);
+    if (e == cudaSuccess)
+        e = cudaEventCreateWithFlags(&ev, cudaEventDisableTiming);
+    if (e == cudaSuccess)
+        e = cudaEventRecord(ev, (cudaStream_t)stream);
+    if (e == cudaSuccess) {
+        *mark = ev;
+        return 0;
+    }
+    if (ev)
+        cudaEventDestroy(ev);
+    snprintf(err, errlen, "cudaEventRecord on device %d: %s", device,
+             cudaGetErrorString(e));
+    return HVD_ESYS;
+}
+
+int hvd__cuda_wait_mark(void *mark, char *err, size_t errlen)
+{
+    cudaError_t e = cudaEventSynchronize((cudaEvent_t)mark);
+    cudaEventDestroy((cudaEvent_t)mark);
+    if (e == cudaSuccess)
+        return 0;
+    snprintf(err, errlen, "cudaEventSynchronize: %s", cudaGetErrorString(e));
+    return HVD_ESYS;
+}
+
 const struct hvd_gpu hvd__gpu_cuda = {
     .is_device = hvd__cuda_is_device,
     .copy = hvd__cuda_copy,
     .alloc = hvd__cuda_alloc,
     .free = hvd__cuda_free,
     .count = hvd__cuda_count,
+    .mark = hvd__cuda_mark,
+    .wait_mark = hvd__cuda_wait_mark,
     .staged_why = "this libhvd was built without NCCL",
 };

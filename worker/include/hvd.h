@@ -135,8 +135,9 @@ HVD_EXPORT int hvd_device(void);
  * with cudaPointerGetAttributes): NCCL reduces them on the device, or,
  * without NCCL, they are staged through host memory, as those of
  * hvd_reducescatter and hvd_alltoall always are. The data must be
- * ready: synchronize the stream that wrote it before the call. A call
- * returns (a handle completes) when the result is in place.
+ * ready: synchronize the stream that wrote it before the call, or name
+ * the stream with hvd_use_cuda_stream. A call returns (a handle
+ * completes) when the result is in place.
  */
 HVD_EXPORT int hvd_allreduce(const void *sendbuf, void *recvbuf, size_t count,
                              hvd_dtype dtype, hvd_op op, const char *name);
@@ -193,6 +194,21 @@ HVD_EXPORT int hvd_grouped_allreduce(const void *const *sendbufs,
                                      const size_t *counts, int n,
                                      hvd_dtype dtype, hvd_op op,
                                      const char *name);
+/*
+ * n allgathers of one dtype that complete together, as one handle; tensor
+ * i (counts[i] elements at sendbufs[i]) is named "name.i", its result goes
+ * to recvbufs[i] (as hvd_allgather's *recvbuf) and its counts to
+ * recvcounts[i * m .. i * m + m - 1], m being the size of the process set.
+ */
+HVD_EXPORT int hvd_grouped_allgather_async(const void *const *sendbufs,
+                                           const size_t *counts, int n,
+                                           hvd_dtype dtype, void **recvbufs,
+                                           size_t *recvcounts, const char *name,
+                                           hvd_handle *handle);
+HVD_EXPORT int hvd_grouped_allgather(const void *const *sendbufs,
+                                     const size_t *counts, int n,
+                                     hvd_dtype dtype, void **recvbufs,
+                                     size_t *recvcounts, const char *name);
 /* Options of an allreduce (all zero means none: factors of 0 count as 1). */
 enum hvd_compression {
     HVD_COMPRESS_NONE = 0,
@@ -296,6 +312,19 @@ HVD_EXPORT int hvd_process_set_ids(int *ids, int cap);
  * that joined last, once all have.
  */
 HVD_EXPORT int hvd_join(void);
+
+/*
+ * Orders the device buffers of the collectives this thread submits from
+ * then on (on nonzero) after the work that CUDA stream stream (a
+ * cudaStream_t; NULL is the legacy default stream) has queued at each
+ * submission: an event is recorded on it, and the background thread waits
+ * for the event before it reads the buffers, so the caller need not
+ * synchronize the stream and does not wait. A handle completes once the
+ * result is in place, so work queued on the stream after hvd_wait sees
+ * it. on 0 turns it off (the data must then be ready at the call). Per
+ * thread; returns 0.
+ */
+HVD_EXPORT int hvd_use_cuda_stream(int on, void *stream);
 
 /* 1 when the operation has completed, 0 when not yet. */
 HVD_EXPORT int hvd_poll(hvd_handle handle);

@@ -80,6 +80,10 @@ _SIG = {
         _c.POINTER(_c.c_void_p), _c.POINTER(_c.c_void_p),
         _c.POINTER(_c.c_size_t), _c.c_int, _c.c_int, _c.c_int, _c.c_char_p,
         _c.POINTER(_c.c_void_p)]),
+    "hvd_grouped_allgather_async": (_c.c_int, [
+        _c.POINTER(_c.c_void_p), _c.POINTER(_c.c_size_t), _c.c_int,
+        _c.c_int, _c.POINTER(_c.c_void_p), _c.POINTER(_c.c_size_t),
+        _c.c_char_p, _c.POINTER(_c.c_void_p)]),
     "hvd_broadcast_async": (_c.c_int, [
         _c.c_void_p, _c.c_size_t, _c.c_int, _c.c_int, _c.c_char_p,
         _c.POINTER(_c.c_void_p)]),
@@ -108,6 +112,7 @@ _SIG = {
     "hvd_process_set_size": (_c.c_int, [_c.c_int]),
     "hvd_process_set_rank": (_c.c_int, [_c.c_int]),
     "hvd_join": (_c.c_int, []),
+    "hvd_use_cuda_stream": (_c.c_int, [_c.c_int, _c.c_void_p]),
     "hvd_stop_timeline": (_c.c_int, []),
 }
 for _name, (_res, _args) in _SIG.items():

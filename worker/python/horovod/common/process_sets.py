@@ -12,6 +12,7 @@ they never wait for it.
 
 import ctypes
 import os
+import threading
 
 from horovod.common import libhvd
 
@@ -154,13 +155,18 @@ def remove_process_set(process_set):
     return libhvd.lib.hvd_remove_process_set(psid) == 0
 
 
+# The set libhvd sends this thread's collectives to (libhvd's is per
+# thread too): a call only when it changes.
+_current = threading.local()
+
+
 def select(process_set):
-    """Makes this thread's next collectives go to process_set; returns
-    its size."""
+    """Makes this thread's next collectives go to process_set."""
     psid = getattr(process_set, "process_set_id", None)
     if psid is None:
         raise ValueError("process_set %r is not registered: pass it to "
                          "hvd.init(process_sets=...) or hvd.add_process_set()"
                          % (process_set,))
-    libhvd.lib.hvd_use_process_set(psid)
-    return process_set.size()
+    if getattr(_current, "id", 0) != psid:
+        libhvd.lib.hvd_use_process_set(psid)
+        _current.id = psid

@@ -94,9 +94,11 @@ def _dtype(tensor):
 
 
 def _ready(tensor):
-    """libhvd reads a CUDA tensor once the stream that wrote it is done."""
+    """libhvd reads a CUDA tensor after what torch's current stream has
+    queued so far (an event it records there); nothing waits here."""
     if tensor.is_cuda:
-        torch.cuda.current_stream(tensor.device).synchronize()
+        stream = torch.cuda.current_stream(tensor.device).cuda_stream
+        libhvd.lib.hvd_use_cuda_stream(1, stream)
 
 
 def _cname(name):
@@ -393,7 +395,8 @@ def allgather_async(tensor, name=None, process_set=global_process_set):
     Returns:
         A handle for poll() and synchronize(), which returns the result.
     """
-    n = select(process_set)
+    select(process_set)
+    n = process_set.size()
     _claim(name)
     dt = _dtype(tensor)
     src = _host(tensor)
@@ -436,11 +439,39 @@ def allgather(tensor, name=None, process_set=global_process_set):
 
 def grouped_allgather_async(tensors, name=None,
                             process_set=global_process_set):
-    """Starts allgathers of a list of tensors that complete together;
+    """Starts allgathers of a list of tensors that complete together
+    (tensor i is named "name.i"; one libhvd call when they share a dtype);
     synchronize() returns the list of results."""
-    return _combine([allgather_async(t, None if name is None else
-                                     "%s.%d" % (name, i), process_set)
-                     for i, t in enumerate(tensors)], name)
+    tensors = list(tensors)
+    if not tensors:
+        raise ValueError("grouped allgather of no tensors")
+    dts = {_dtype(t) for t in tensors}
+    if len(dts) > 1:
+        # libhvd groups one dtype: mixed ones go as parts of one handle.
+        return _combine([allgather_async(t, None if name is None else
+                                         "%s.%d" % (name, i), process_set)
+                         for i, t in enumerate(tensors)], name)
+    select(process_set)
+    n = process_set.size()
+    if name is None:
+        name = "grouped_allgather.noname.%d" % next(_group_names)
+    _claim(name)
+    srcs = [_host(t) for t in tensors]
+    k = len(srcs)
+    sends = (ctypes.c_void_p * k)(*[s.data_ptr() for s in srcs])
+    counts = (ctypes.c_size_t * k)(*[s.numel() for s in srcs])
+    bufs = (ctypes.c_void_p * k)()
+    got = (ctypes.c_size_t * (k * n))()
+    h = ctypes.c_void_p()
+    libhvd.check(libhvd.lib.hvd_grouped_allgather_async(
+        sends, counts, k, dts.pop(), bufs, got, _cname(name),
+        ctypes.byref(h)), submit=True)
+
+    def finish():
+        return [_take(ctypes.c_void_p(bufs[i]), got[i * n:(i + 1) * n],
+                      tensors[i], "allgather", name) for i in range(k)]
+
+    return _register([h], (srcs, sends, counts, bufs, got), finish, name)
 
 
 def grouped_allgather(tensors, name=None, process_set=global_process_set):
@@ -467,7 +498,8 @@ def reducescatter_async(tensor, name=None, op=Average,
         A handle for poll() and synchronize(), which returns this rank's
         rows.
     """
-    n = select(process_set)
+    select(process_set)
+    n = process_set.size()
     if tensor.dim() == 0:
         raise ValueError("reducescatter needs a tensor of at least one "
                          "dimension")
@@ -584,7 +616,8 @@ def alltoall_async(tensor, splits=None, name=None,
         every rank sent here, in rank order, and how many came from each
         (an int32 tensor).
     """
-    n = select(process_set)
+    select(process_set)
+    n = process_set.size()
     if tensor.dim() == 0:
         raise ValueError("alltoall needs a tensor of at least one dimension")
     first = tensor.shape[0]
