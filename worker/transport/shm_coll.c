@@ -57,9 +57,21 @@ static void fold(struct hvd_shm *s, uint8_t *acc, uint8_t *wide,
     }
 }
 
-int hvd__shm_reduce(struct hvd_shm *s, const void *sendbuf, void *out,
-                    size_t count, hvd_dtype dt, hvd_op op, const size_t *bounds,
-                    int size, int root, char *err, size_t errlen)
+/* Copies result elements [e, e + cnt), found at res, into out, which
+ * holds elements [wlo, whi) (oes bytes each). */
+static void deliver(uint8_t *out, size_t wlo, size_t whi, const uint8_t *res,
+                    size_t e, size_t cnt, size_t oes)
+{
+    size_t a = e > wlo ? e : wlo, b = e + cnt < whi ? e + cnt : whi;
+    if (a < b)
+        memcpy(out + (a - wlo) * oes, res + (a - e) * oes, (b - a) * oes);
+}
+
+/* hvd__shm_reduce, of which out receives elements [wlo, whi) only. */
+static int reduce_into(struct hvd_shm *s, const void *sendbuf, void *out,
+                       size_t count, hvd_dtype dt, hvd_op op,
+                       const size_t *bounds, int size, int root, size_t wlo,
+                       size_t whi, char *err, size_t errlen)
 {
     hvd_dtype acc_dt = hvd__acc_dtype(dt);
     size_t es = hvd_dtype_size(dt), aes = hvd_dtype_size(acc_dt);
@@ -105,20 +117,80 @@ int hvd__shm_reduce(struct hvd_shm *s, const void *sendbuf, void *out,
             if (size > 0)
                 hvd__finish(res + (e - c0) * es, a, cnt, dt, op, size);
             if (mine)
-                memcpy((uint8_t *)out + e * oes, res + (e - c0) * oes,
-                       cnt * oes);
+                deliver(out, wlo, whi, res + (e - c0) * oes, e, cnt, oes);
             e = end;
         }
         if ((rc = hvd__shm_sync(s, err, errlen)))
             return rc;
         if (mine) {
-            uint8_t *o = (uint8_t *)out + c0 * oes;
-            memcpy(o, res, lo * oes);
-            memcpy(o + hi * oes, res + hi * oes, (len - hi) * oes);
+            deliver(out, wlo, whi, res, c0, lo, oes);
+            deliver(out, wlo, whi, res + hi * oes, c0 + hi, len - hi, oes);
         }
         hvd__shm_flip(s);
     }
     return 0;
+}
+
+int hvd__shm_reduce(struct hvd_shm *s, const void *sendbuf, void *out,
+                    size_t count, hvd_dtype dt, hvd_op op, const size_t *bounds,
+                    int size, int root, char *err, size_t errlen)
+{
+    return reduce_into(s, sendbuf, out, count, dt, op, bounds, size, root, 0,
+                       count, err, errlen);
+}
+
+int hvd__shm_alltoallv(struct hvd_shm *s, const void *sendbuf, void *recvbuf,
+                       const size_t *bytes, char *err, size_t errlen)
+{
+    size_t n = (size_t)s->n, me = (size_t)s->me, most = 0, mine = 0;
+    const uint8_t *src = sendbuf;
+    uint8_t *out = recvbuf;
+    size_t *from = malloc(2 * n * sizeof(*from)), *at = from + n;
+    int rc = 0;
+
+    if (from == NULL) {
+        hvd__shm_abort(s);
+        return HVD_ENOMEM;
+    }
+    /* Rank i's block for this rank starts from[i] bytes into i's input
+     * and lands at[i] bytes into the output. */
+    for (size_t i = 0, got = 0; i < n; i++) {
+        size_t total = 0;
+        for (size_t j = 0; j < n; j++) {
+            if (j == me)
+                from[i] = total;
+            total += bytes[i * n + j];
+        }
+        if (total > most)
+            most = total;
+        if (i == me)
+            mine = total;
+        at[i] = got;
+        got += bytes[i * n + me];
+    }
+    if (bytes[me * n + me] > 0)
+        memcpy(out + at[me], src + from[me], bytes[me * n + me]);
+    /* Round r carries bytes r*slot .. (r+1)*slot-1 of every rank's whole
+     * input; each rank takes its own block's part of every slot. At least
+     * one round, so that even empty exchanges synchronise. */
+    for (size_t off = 0; off == 0 || off < most; off += s->slot) {
+        if (mine > off)
+            memcpy(hvd__shm_slot(s, s->me), src + off,
+                   mine - off < s->slot ? mine - off : s->slot);
+        if ((rc = hvd__shm_sync(s, err, errlen)))
+            break;
+        for (size_t i = 0; i < n; i++) {
+            size_t b0 = from[i], b1 = b0 + bytes[i * n + me];
+            size_t a = b0 > off ? b0 : off;
+            size_t b = b1 < off + s->slot ? b1 : off + s->slot;
+            if (i != me && a < b)
+                memcpy(out + at[i] + (a - b0),
+                       hvd__shm_slot(s, (int)i) + (a - off), b - a);
+        }
+        hvd__shm_flip(s);
+    }
+    free(from);
+    return rc;
 }
 
 int hvd__shm_bcast(struct hvd_shm *s, void *buf, size_t bytes, int root,
@@ -219,6 +291,35 @@ static int shm_allreduce(struct hvd_ctx *c, const void *sendbuf, void *recvbuf,
     return rc;
 }
 
+/* The allreduce's own path (segments and bits), delivering this rank's
+ * rows only: no scratch copy of the whole result. */
+static int shm_reducescatter(struct hvd_ctx *c, const void *sendbuf,
+                             void *recvbuf, size_t count, hvd_dtype dt,
+                             hvd_op op, const size_t *rows, char *err,
+                             size_t errlen)
+{
+    if (!hvd__coll_kernels_take(c, dt, op))
+        return hvd__coll_reducescatter_by_allreduce(c, sendbuf, recvbuf, count,
+                                                    dt, op, rows, err, errlen);
+    size_t *segs = NULL;
+    if (!hvd__ring_is_small(count, dt) &&
+        (segs = hvd__ring_bounds(count, c->size)) == NULL) {
+        hvd__shm_abort(&c->shm);
+        return HVD_ENOMEM;
+    }
+    int rc =
+        reduce_into(&c->shm, sendbuf, recvbuf, count, dt, op, segs, c->size, -1,
+                    rows[c->rank], rows[c->rank + 1], err, errlen);
+    free(segs);
+    return rc;
+}
+
+static int shm_alltoallv(struct hvd_ctx *c, const void *sendbuf, void *recvbuf,
+                         const size_t *bytes, char *err, size_t errlen)
+{
+    return hvd__shm_alltoallv(&c->shm, sendbuf, recvbuf, bytes, err, errlen);
+}
+
 static int shm_broadcast(struct hvd_ctx *c, void *buf, size_t bytes, int root,
                          char *err, size_t errlen)
 {
@@ -244,5 +345,7 @@ const struct hvd_transport hvd__transport_shm = {
     .reduce_segs = shm_reduce_segs,
     .broadcast = shm_broadcast,
     .allgatherv = shm_allgatherv,
+    .reducescatter = shm_reducescatter,
+    .alltoallv = shm_alltoallv,
     .describe = shm_describe,
 };

@@ -19,6 +19,11 @@ int hvd__shm_reduce(struct hvd_shm *s, const void *sendbuf, void *out,
 /* Local rank root's bytes to every local rank. */
 int hvd__shm_bcast(struct hvd_shm *s, void *buf, size_t bytes, int root,
                    char *err, size_t errlen);
+/* bytes[i * n + j] go from local rank i to local rank j (as
+ * hvd__coll_alltoallv): each rank's input passes through shared memory
+ * once and each rank copies out only its own blocks. */
+int hvd__shm_alltoallv(struct hvd_shm *s, const void *sendbuf, void *recvbuf,
+                       const size_t *bytes, char *err, size_t errlen);
 /* Every local rank's block, in local rank order (as hvd__ring_allgatherv;
  * bytes has n entries). */
 int hvd__shm_allgatherv(struct hvd_shm *s, const void *sendbuf, void *recvbuf,
