@@ -1,7 +1,8 @@
 #!/bin/sh
 # Installs the Debian 12 packages the build and the tests need, if missing;
 # with --torch also Debian's PyTorch and torchvision; with --horovod those
-# and real Horovod 0.28.1 (scripts/install-horovod.sh).
+# and real Horovod 0.28.1 (scripts/install-horovod.sh); with --tensorflow
+# TensorFlow from PyPI in its own venv (scripts/install-tensorflow.sh).
 set -eu
 cd "$(dirname "$0")/.."
 
@@ -9,6 +10,7 @@ cd "$(dirname "$0")/.."
 # Slurm and munge: the tests start their own two-node cluster (tests/slurm);
 # without a slurm.conf in /etc/slurm the packages' services stay stopped.
 horovod=0
+tensorflow=0
 PKGS="gcc meson ninja-build pkg-config libuv1-dev libssh2-1-dev libssl-dev
 libcriterion-dev libmicrohttpd-dev libyaml-dev python3 procps clang-format openssh-server openssh-client
 openmpi-bin libopenmpi-dev slurmctld slurmd slurm-client munge"
@@ -30,8 +32,14 @@ for opt in "$@"; do
         PKGS="$PKGS python3-torch python3-torchvision libtorch-dev
 pybind11-dev python3-venv python3-dev python3-pip g++ cmake"
         ;;
+    # TensorFlow (tensorflow-cpu from PyPI), for horovod.tensorflow.
+    --tensorflow)
+        tensorflow=1
+        PKGS="$PKGS python3-venv python3-pip"
+        ;;
     *)
-        echo "usage: $0 [--bench] [--fuzz] [--torch] [--horovod]" >&2
+        echo "usage: $0 [--bench] [--fuzz] [--torch] [--horovod]" \
+            "[--tensorflow]" >&2
         exit 2
         ;;
     esac
@@ -58,4 +66,7 @@ if [ -n "$missing" ]; then
 fi
 if [ "$horovod" = 1 ]; then
     ./scripts/install-horovod.sh
+fi
+if [ "$tensorflow" = 1 ]; then
+    ./scripts/install-tensorflow.sh
 fi

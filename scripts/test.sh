@@ -8,7 +8,7 @@
 # sanitizer and fuzzing runs.
 set -eu
 cd "$(dirname "$0")/.."
-./scripts/install-deps.sh --horovod
+./scripts/install-deps.sh --horovod --tensorflow
 
 setup() {
     dir=$1

@@ -61,9 +61,14 @@ static void require_gpu(void)
 }
 
 /* Element i on rank r: an integer in [-11, 11], exact in every type. */
-static int value(int r, size_t i)
+__host__ __device__ static int value_on_device(int r, size_t i)
 {
     return (int)((i * 7 + (size_t)r * 13) % 23) - 11;
+}
+
+static int value(int r, size_t i)
+{
+    return value_on_device(r, i);
 }
 
 /* IEEE binary16 bits of a small integer (|v| <= 2048: exact). */
@@ -375,6 +380,57 @@ static void check_async(void)
     }
 }
 
+/* Spins for about ms milliseconds on the GPU, then writes n values. */
+__global__ static void late_fill(float *p, size_t n, int r, long long cycles)
+{
+    long long start = clock64();
+    while (clock64() - start < cycles)
+        ;
+    for (size_t i = threadIdx.x; i < n; i += blockDim.x)
+        p[i] = (float)value_on_device(r, i);
+}
+
+/*
+ * The stream hand-off: a kernel that writes the input late, queued on a
+ * stream of this program's, and the allreduce submitted at once, with
+ * the stream named and not synchronized. Only if libhvd waits for the
+ * event it records on the stream does it read the kernel's values.
+ */
+static void check_stream(size_t n)
+{
+    cudaStream_t st;
+    int khz = 0;
+    CUDA_CHECK(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking));
+    CUDA_CHECK(cudaDeviceGetAttribute(&khz, cudaDevAttrClockRate, 0));
+    float *buf = (float *)dev_poisoned(n, sizeof(float));
+    late_fill<<<1, 256, 0, st>>>(buf, n, rank, (long long)khz * 50);
+    CUDA_CHECK(cudaGetLastError());
+    hvd_check(hvd_use_cuda_stream(1, st), "hvd_use_cuda_stream");
+    hvd_handle h;
+    hvd_check(hvd_allreduce_async(buf, buf, n, HVD_FLOAT32, HVD_SUM,
+                                  "gpu.stream", &h),
+              "allreduce after a stream's kernel");
+    hvd_check(hvd_wait(h), "waiting for it");
+    hvd_check(hvd_use_cuda_stream(0, NULL), "hvd_use_cuda_stream off");
+    float *host = (float *)xmalloc(n * sizeof(float));
+    CUDA_CHECK(
+        cudaMemcpy(host, buf, n * sizeof(float), cudaMemcpyDeviceToHost));
+    size_t wrong = 0, first = 0;
+    double got = 0, want = 0;
+    for (size_t i = 0; i < n; i++) {
+        double sum = 0;
+        for (int r = 0; r < size; r++)
+            sum += value(r, i);
+        if (host[i] != (float)sum && wrong++ == 0)
+            first = i, got = host[i], want = sum;
+    }
+    report("allreduce ordered after a stream's late kernel", n, wrong, first,
+           got, want);
+    free(host);
+    CUDA_CHECK(cudaFree(buf));
+    CUDA_CHECK(cudaStreamDestroy(st));
+}
+
 int main(int argc, char **argv)
 {
     if (argc == 2 && strcmp(argv[1], "--probe") == 0) {
@@ -414,6 +470,7 @@ int main(int argc, char **argv)
         check_allgather(sizes[s]);
     }
     check_async();
+    check_stream(100003);
 
     printf("gpucheck: rank %d of %d: %d checks, %d failures\n", rank, size,
            checks, failures);

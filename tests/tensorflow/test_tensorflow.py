@@ -1,0 +1,89 @@
+"""horovod.tensorflow (worker/python/horovod) with today's TensorFlow,
+under horovodrun.
+
+tfcheck.py runs every collective, dtype and op against serial references,
+eager and in tf.function, the gradients, and DistributedGradientTape
+against one process with the combined batch, on every rank; tfkill.py
+kills a rank mid-step. TensorFlow comes from PyPI into the venv that
+scripts/install-deps.sh --tensorflow makes (build-venv-tf/).
+"""
+
+import os
+import re
+import subprocess
+import sys
+import unittest
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(os.path.dirname(HERE), "integration"))
+
+import hvdtest  # noqa: E402
+
+ROOT = os.path.dirname(os.path.dirname(HERE))
+PY = os.environ.get("HVD_TF_PYTHON",
+                    os.path.join(ROOT, "build-venv-tf", "bin", "python"))
+PYPATH = os.environ.get("HVD_PYTHONPATH",
+                        os.path.join(ROOT, "worker", "python"))
+LIB = os.environ.get("HVD_LIBRARY",
+                     os.path.join(hvdtest.BUILD, "worker", "libhvd.so"))
+
+
+def env(**extra):
+    values = dict(PYTHONPATH=PYPATH, HVD_LIBRARY=LIB,
+                  PYTHONDONTWRITEBYTECODE="1", TF_CPP_MIN_LOG_LEVEL="2")
+    values.update(extra)
+    return hvdtest.base_env(**values)
+
+
+def setUpModule():
+    r = subprocess.run([PY, "-c", "import tensorflow"], capture_output=True,
+                       text=True, env=env()) if os.path.exists(PY) else None
+    if r is None or r.returncode != 0:
+        raise RuntimeError("%s cannot import tensorflow (%s): run "
+                           "scripts/install-deps.sh --tensorflow"
+                           % (PY, r.stderr.strip()[-200:] if r else
+                              "no such file"))
+
+
+class TensorFlowTest(unittest.TestCase):
+
+    def check_all_ok(self, np):
+        r = hvdtest.run(hvdtest.hr_args("-np", np, PY,
+                                        os.path.join(HERE, "tfcheck.py")),
+                        env=env(), timeout=400)
+        self.assertEqual(r.rc, 0, r.describe())
+        per, _ = hvdtest.prefixed(r.out_lines)
+        counts = set()
+        for rank in range(np):
+            oks = [m.group(1) for _, t in per.get(rank, [])
+                   for m in [re.match(r"tfcheck: rank %d: ok (\d+)$" % rank,
+                                      t)] if m]
+            self.assertEqual(len(oks), 1, r.describe())
+            counts.add(int(oks[0]))
+        self.assertEqual(len(counts), 1, counts)
+        self.assertGreaterEqual(counts.pop(), 14)
+
+    def test_np2(self):
+        self.check_all_ok(2)
+
+    def test_np4(self):
+        self.check_all_ok(4)
+
+    def test_killed_rank_fails_the_others(self):
+        r = hvdtest.run(hvdtest.hr_args("-np", 3, PY,
+                                        os.path.join(HERE, "tfkill.py")),
+                        env=env(), timeout=180)
+        self.assertEqual(r.rc, 128 + 9, r.describe())
+        per, _ = hvdtest.prefixed(r.out_lines)
+        for rank in (0, 1):
+            lines = [t for _, t in per.get(rank, [])]
+            self.assertTrue(any(
+                "HorovodInternalError" in t and "rank 2 (host localhost)" in t
+                for t in lines), r.describe())
+        self.assertIn(hvdtest.ERR_PREFIX + "rank 2 (host localhost, "
+                      "local_rank 2) was killed by signal 9 (SIGKILL)",
+                      r.err, r.describe())
+
+
+if __name__ == "__main__":
+    unittest.main()

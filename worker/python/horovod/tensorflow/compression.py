@@ -1,0 +1,55 @@
+"""Gradient compression for allreduce, as in Horovod."""
+
+import tensorflow as tf
+
+
+class Compressor:
+    """Compresses a tensor before an allreduce and restores it after."""
+
+    @staticmethod
+    def compress(tensor):
+        """Returns the tensor to send and what decompress needs."""
+        raise NotImplementedError
+
+    @staticmethod
+    def decompress(tensor, ctx):
+        """Returns the tensor restored from what compress gave."""
+        raise NotImplementedError
+
+
+class NoneCompressor(Compressor):
+    """Sends tensors as they are."""
+
+    @staticmethod
+    def compress(tensor):
+        return tensor, None
+
+    @staticmethod
+    def decompress(tensor, ctx):
+        return tensor
+
+
+class FP16Compressor(Compressor):
+    """Sends floating-point tensors as float16.
+
+    For float32 tensors libhvd converts on the wire itself and sums in
+    float32 (no float16 copy in Python); other floating-point dtypes are
+    cast in Python, as Horovod does.
+    """
+
+    @staticmethod
+    def compress(tensor):
+        if tensor.dtype.is_floating and tensor.dtype != tf.float32:
+            return tf.cast(tensor, tf.float16), tensor.dtype
+        return tensor, None
+
+    @staticmethod
+    def decompress(tensor, ctx):
+        return tf.cast(tensor, ctx) if ctx is not None else tensor
+
+
+class Compression:
+    """The compressors, as ``hvd.Compression.none`` and ``.fp16``."""
+
+    none = NoneCompressor
+    fp16 = FP16Compressor
