@@ -3,8 +3,9 @@ under horovodrun.
 
 tfcheck.py runs every collective, dtype and op against serial references,
 eager and in tf.function, the gradients, and DistributedGradientTape
-against one process with the combined batch, on every rank; tfkill.py
-kills a rank mid-step. TensorFlow comes from PyPI into the venv that
+against one process with the combined batch, on every rank; kerascheck.py
+horovod.tensorflow.keras (DistributedOptimizer in model.fit, the
+callbacks, load_model); tfkill.py kills a rank mid-step. TensorFlow comes from PyPI into the venv that
 scripts/install-deps.sh --tensorflow makes (build-venv-tf/).
 """
 
@@ -47,27 +48,55 @@ def setUpModule():
 
 class TensorFlowTest(unittest.TestCase):
 
-    def check_all_ok(self, np):
+    def check_all_ok(self, script, np, least):
         r = hvdtest.run(hvdtest.hr_args("-np", np, PY,
-                                        os.path.join(HERE, "tfcheck.py")),
+                                        os.path.join(HERE, script + ".py")),
                         env=env(), timeout=400)
         self.assertEqual(r.rc, 0, r.describe())
         per, _ = hvdtest.prefixed(r.out_lines)
         counts = set()
         for rank in range(np):
             oks = [m.group(1) for _, t in per.get(rank, [])
-                   for m in [re.match(r"tfcheck: rank %d: ok (\d+)$" % rank,
-                                      t)] if m]
+                   for m in [re.match(r"%s: rank %d: ok (\d+)$"
+                                      % (script, rank), t)] if m]
             self.assertEqual(len(oks), 1, r.describe())
             counts.add(int(oks[0]))
         self.assertEqual(len(counts), 1, counts)
-        self.assertGreaterEqual(counts.pop(), 14)
+        self.assertGreaterEqual(counts.pop(), least)
 
     def test_np2(self):
-        self.check_all_ok(2)
+        self.check_all_ok("tfcheck", 2, 16)
 
     def test_np4(self):
-        self.check_all_ok(4)
+        self.check_all_ok("tfcheck", 4, 16)
+
+    def test_keras_np2(self):
+        self.check_all_ok("kerascheck", 2, 6)
+
+    def test_keras_np4(self):
+        self.check_all_ok("kerascheck", 4, 6)
+
+    def test_keras_example_trains_with_equal_weights(self):
+        ckpt = os.path.join(os.environ.get("TMPDIR", "/tmp"),
+                            "hvdtest-keras-%d.keras" % os.getpid())
+        example = os.path.join(ROOT, "examples", "keras_train.py")
+        try:
+            r = hvdtest.run(hvdtest.hr_args(
+                "-np", 2, PY, example, "--steps", 4, "--fake-size", 512,
+                "--data-dir", "/nonexistent", "--checkpoint", ckpt),
+                env=env(), timeout=300)
+            self.assertEqual(r.rc, 0, r.describe())
+            per, _ = hvdtest.prefixed(r.out_lines)
+            sums = {rank: [t for _, t in per.get(rank, [])
+                           if t.startswith("weights checksum: ")]
+                    for rank in (0, 1)}
+            self.assertEqual(len(sums[0]), 1, r.describe())
+            self.assertEqual(sums[0], sums[1], r.describe())
+            self.assertTrue(any("throughput:" in t for _, t in per[0]))
+            self.assertTrue(os.path.exists(ckpt), r.describe())
+        finally:
+            if os.path.exists(ckpt):
+                os.unlink(ckpt)
 
     def test_killed_rank_fails_the_others(self):
         r = hvdtest.run(hvdtest.hr_args("-np", 3, PY,

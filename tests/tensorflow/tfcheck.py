@@ -205,6 +205,38 @@ class Collectives(unittest.TestCase):
             self.assertTrue(np.allclose(a.numpy(), [1.0, 1.0]), a)
 
 
+class SyncBatchNorm(unittest.TestCase):
+    """SyncBatchNormalization against BatchNormalization on the combined
+    batch."""
+
+    def test_matches_batch_norm_on_the_combined_batch(self):
+        n, r = hvd.size(), hvd.rank()
+        rng = np.random.default_rng(11)
+        xs = rng.standard_normal((n, 4, 3, 3, 2)).astype(np.float32) * 2 + 1
+        sbn = hvd.SyncBatchNormalization(momentum=0.5)
+        bn = tf.keras.layers.BatchNormalization(momentum=0.5)
+        with tf.GradientTape() as tape:
+            x = tf.constant(xs[r])
+            tape.watch(x)
+            y = sbn(x, training=True)
+            loss = tf.reduce_sum(y * tf.range(2, dtype=tf.float32))
+        gx = tape.gradient(loss, x)
+        with tf.GradientTape() as tape:
+            allx = tf.constant(xs.reshape(-1, 3, 3, 2))
+            tape.watch(allx)
+            ally = bn(allx, training=True)
+            # Each rank's loss term, summed over the ranks by the
+            # allreduce's gradient.
+            loss = tf.reduce_sum(ally * tf.range(2, dtype=tf.float32))
+        gall = tape.gradient(loss, allx)
+        self.assertTrue(np.allclose(y.numpy(), ally.numpy()[4 * r:4 * r + 4],
+                                    atol=1e-4))
+        self.assertTrue(np.allclose(gx.numpy(), gall.numpy()[4 * r:4 * r + 4],
+                                    atol=1e-4), (gx, gall))
+        self.assertTrue(np.allclose(sbn.moving_mean.numpy(),
+                                    bn.moving_mean.numpy(), atol=1e-5))
+
+
 class GradientTape(unittest.TestCase):
     """DistributedGradientTape against one process with the combined
     batch."""
@@ -247,6 +279,18 @@ class GradientTape(unittest.TestCase):
             gradient_predivide_factor=2.0)
         self.assertTrue(np.allclose(mine, alone, atol=1e-5), (mine, alone))
 
+    def test_distributed_optimizer_v1_and_keras(self):
+        n, r = hvd.size(), hvd.rank()
+        w = tf.Variable(tf.ones([2]))
+        opt = hvd.DistributedOptimizer(
+            tf.compat.v1.train.GradientDescentOptimizer(0.5))
+        opt.minimize(lambda: tf.reduce_sum(w * float(r)), var_list=[w])
+        self.assertTrue(np.allclose(w.numpy(), 1 - 0.5 * (n - 1) / 2.0))
+        k = hvd.DistributedOptimizer(tf.keras.optimizers.SGD(0.5))
+        self.assertTrue(getattr(k, "_hvd_distributed", False))
+        k.apply_gradients([(tf.fill([2], float(r)), w)])
+        self.assertTrue(np.allclose(w.numpy(), 1 - (n - 1) / 2.0))
+
     def test_in_tf_function(self):
         n, r = hvd.size(), hvd.rank()
         w = tf.Variable(tf.ones([2]))
@@ -266,7 +310,7 @@ def main():
     hvd.init()
     suite = unittest.TestSuite()
     loader = unittest.TestLoader()
-    for case in (Collectives, GradientTape):
+    for case in (Collectives, SyncBatchNorm, GradientTape):
         for name in loader.getTestCaseNames(case):
             suite.addTest(case(name))
     result = unittest.TextTestRunner(stream=sys.stdout, verbosity=0).run(suite)

@@ -33,5 +33,8 @@ from horovod.tensorflow.mpi_ops import (  # noqa: F401
     process_set_included_op, rank, rank_op, reducescatter,
     remove_process_set, rocm_built, shutdown, size, size_op, start_timeline,
     stop_timeline)
+from horovod.tensorflow.optimizer import DistributedOptimizer  # noqa: F401
 from horovod.tensorflow.reduce_ops import (  # noqa: F401
     allreduce, grouped_allreduce)
+from horovod.tensorflow.sync_batch_norm import (  # noqa: F401
+    SyncBatchNormalization)
