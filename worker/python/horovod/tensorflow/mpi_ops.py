@@ -9,7 +9,6 @@ memory. Gradients are Horovod's, through ``tf.custom_gradient``.
 """
 
 import ctypes
-import itertools
 import re
 import threading
 
@@ -23,14 +22,12 @@ from horovod.common.basics import (  # noqa: F401
     local_size, mpi_built, mpi_enabled, mpi_threads_supported, nccl_built,
     rank, rocm_built, shutdown, size, start_timeline, stop_timeline)
 from horovod.common.exceptions import HorovodInternalError
+from horovod.common.ops import (  # noqa: F401
+    Adasum, Average, Max, Min, Product, Sum,
+    handle_average_backwards_compatibility, libop)
 from horovod.common.process_sets import (  # noqa: F401
     ProcessSet, add_process_set, global_process_set, remove_process_set,
     select)
-
-# Horovod's reduction ops (horovod.tensorflow.Average and so on).
-Average, Sum, Adasum, Min, Max, Product = 0, 1, 2, 3, 4, 5
-_OPS = {Average: libhvd.AVERAGE, Sum: libhvd.SUM, Adasum: libhvd.ADASUM,
-        Min: libhvd.MIN, Max: libhvd.MAX, Product: libhvd.PRODUCT}
 
 _DTYPES = {"uint8": libhvd.UINT8, "int8": libhvd.INT8,
            "int16": libhvd.INT16, "int32": libhvd.INT32,
@@ -63,29 +60,6 @@ def _libdtype(dtype):
     if dt is None:
         raise ValueError("Tensor type %s is not supported." % dtype.name)
     return dt
-
-
-def _libop(op):
-    if op not in _OPS:
-        raise ValueError("unknown reduction op %r: use hvd.Average, hvd.Sum, "
-                         "hvd.Adasum, hvd.Min, hvd.Max or hvd.Product"
-                         % (op,))
-    return _OPS[op]
-
-
-def handle_average_backwards_compatibility(op, average):
-    """Horovod's rule for the deprecated ``average`` against ``op``."""
-    if op is not None:
-        if average is not None:
-            raise ValueError("The op parameter supersedes average. Please "
-                             "provide only one of them.")
-        return op
-    if average is not None:
-        import warnings
-        warnings.warn("Parameter `average` has been replaced with `op` and "
-                      "will be removed in v1.0", DeprecationWarning)
-        return Average if average else Sum
-    return Average
 
 
 def _cname(name):
@@ -132,7 +106,7 @@ def _np_allreduce(a, name, op, pre, post, wire, process_set):
         opts = ctypes.byref(libhvd.AllreduceOpts(pre, post, wire))
     h = ctypes.c_void_p()
     _submit(libhvd.lib.hvd_allreduce_ex_async(
-        _ptr(a), _ptr(out), a.size, _libdtype(a.dtype), _libop(op),
+        _ptr(a), _ptr(out), a.size, _libdtype(a.dtype), libop(op),
         _cname(name), opts, ctypes.byref(h)))
     _wait(h, "allreduce", name)
     return out
@@ -148,7 +122,7 @@ def _np_grouped_allreduce(arrays, name, op, process_set):
         (ctypes.c_void_p * n)(*[_ptr(a) for a in arrays]),
         (ctypes.c_void_p * n)(*[_ptr(o) for o in outs]),
         (ctypes.c_size_t * n)(*[a.size for a in arrays]), n,
-        _libdtype(arrays[0].dtype), _libop(op), _cname(name),
+        _libdtype(arrays[0].dtype), libop(op), _cname(name),
         ctypes.byref(h)))
     _wait(h, "grouped allreduce", name)
     return outs
@@ -220,7 +194,7 @@ def _np_reducescatter(a, name, op, pre, post, process_set):
     h = ctypes.c_void_p()
     _submit(libhvd.lib.hvd_reducescatter_async(
         _ptr(a), _ptr(out), a.size, max(row, 1), _libdtype(a.dtype),
-        _libop(op), _cname(name), opts, ctypes.byref(h)))
+        libop(op), _cname(name), opts, ctypes.byref(h)))
     _wait(h, "reducescatter", name)
     return out
 

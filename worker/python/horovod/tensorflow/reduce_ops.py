@@ -4,23 +4,12 @@ IndexedSlices, over mpi_ops' collectives."""
 
 import tensorflow as tf
 
+from horovod.common.ops import check_adasum
 from horovod.tensorflow import mpi_ops as _ops
 from horovod.tensorflow.compression import Compression
 from horovod.tensorflow.mpi_ops import (
-    Adasum, Average, Sum, _allreduce, _grouped_allreduce, allgather,
-    global_process_set, handle_average_backwards_compatibility, size)
-
-
-def _adasum_check(op, process_set):
-    if op != Adasum:
-        return
-    if process_set.process_set_id != 0:
-        raise NotImplementedError("Adasum does not support non-global "
-                                  "process sets yet.")
-    n = size()
-    if n & (n - 1):
-        raise NotImplementedError("Running Adasum with non-power of 2 ranks "
-                                  "is not supported yet.")
+    Average, Sum, _allreduce, _grouped_allreduce, allgather,
+    global_process_set, handle_average_backwards_compatibility)
 
 
 def _wire(compression, tensor):
@@ -59,7 +48,7 @@ def allreduce(tensor, average=None, device_dense='', device_sparse='',
     ``tf.IndexedSlices`` is gathered, as Horovod does.
     """
     op = handle_average_backwards_compatibility(op, average)
-    _adasum_check(op, process_set)
+    check_adasum(op, process_set)
     if isinstance(tensor, tf.IndexedSlices):
         return _sparse_allreduce(tensor, op, name, process_set)
     tensor = tf.convert_to_tensor(tensor)
@@ -77,7 +66,7 @@ def grouped_allreduce(tensors, average=None, device_dense='',
     """allreduce() of a list of tensors that complete together; the list
     of results."""
     op = handle_average_backwards_compatibility(op, average)
-    _adasum_check(op, process_set)
+    check_adasum(op, process_set)
     tensors = list(tensors)
     if any(isinstance(t, tf.IndexedSlices) for t in tensors):
         return [allreduce(t, op=op, compression=compression,

@@ -8,7 +8,6 @@ operation. An ``_async`` call returns an int handle for ``poll()`` and
 
 import ctypes
 import itertools
-import warnings
 
 import torch
 
@@ -19,16 +18,13 @@ from horovod.common.basics import (  # noqa: F401 (re-exported)
     local_size, mpi_built, mpi_enabled, mpi_threads_supported, nccl_built,
     rank, rocm_built, shutdown, size, start_timeline, stop_timeline)
 from horovod.common.exceptions import HorovodInternalError  # noqa: F401
+from horovod.common.ops import (  # noqa: F401
+    Adasum, Average, Max, Min, Product, Sum, check_adasum,
+    handle_average_backwards_compatibility, libop)
 from horovod.common.process_sets import (  # noqa: F401
     ProcessSet, add_process_set, global_process_set, remove_process_set,
     select)
 from horovod.torch.compression import Compression, FP16Compressor
-
-# Reduction operations, with Horovod's values.
-Average, Sum, Adasum, Min, Max, Product = 0, 1, 2, 3, 4, 5
-_OPS = {Average: libhvd.AVERAGE, Sum: libhvd.SUM, Adasum: libhvd.ADASUM,
-        Min: libhvd.MIN,
-        Max: libhvd.MAX, Product: libhvd.PRODUCT}
 
 _DTYPES = {
     torch.uint8: libhvd.UINT8, torch.int8: libhvd.INT8,
@@ -105,27 +101,6 @@ def _cname(name):
     return name.encode() if name is not None else None
 
 
-def _op(op, average):
-    """Horovod's rule for the deprecated ``average`` against ``op``."""
-    if op is not None:
-        if average is not None:
-            raise ValueError("The op parameter supersedes average. Please "
-                             "provide only one of them.")
-        return op
-    if average is not None:
-        warnings.warn("Parameter `average` has been replaced with `op` and "
-                      "will be removed in v1.0", DeprecationWarning)
-        return Average if average else Sum
-    return Average
-
-
-def _libop(op):
-    if op not in _OPS:
-        raise ValueError("unknown reduction op %r: use hvd.Average, hvd.Sum, "
-                         "hvd.Min, hvd.Max or hvd.Product" % (op,))
-    return _OPS[op]
-
-
 def _submit_allreduce(tensor, output, name, op, prescale, postscale, wire):
     """One libhvd allreduce of tensor into output; its ctypes handle."""
     dt = _dtype(tensor)
@@ -136,27 +111,14 @@ def _submit_allreduce(tensor, output, name, op, prescale, postscale, wire):
     handle = ctypes.c_void_p()
     libhvd.check(libhvd.lib.hvd_allreduce_ex_async(
         tensor.data_ptr(), output.data_ptr(), tensor.numel(), dt,
-        _libop(op), _cname(name), opts, ctypes.byref(handle)), submit=True)
+        libop(op), _cname(name), opts, ctypes.byref(handle)), submit=True)
     return handle
-
-
-def _adasum_check(op, process_set):
-    """Horovod's conditions for Adasum."""
-    if op != Adasum:
-        return
-    if process_set.process_set_id != 0:
-        raise NotImplementedError("Adasum does not support non-global "
-                                  "process sets yet.")
-    n = size()
-    if n & (n - 1):
-        raise NotImplementedError("Running Adasum with non-power of 2 ranks "
-                                  "is not supported yet.")
 
 
 def _allreduce_async(tensor, output, name, op, prescale_factor,
                      postscale_factor, process_set, wire=0):
     select(process_set)
-    _adasum_check(op, process_set)
+    check_adasum(op, process_set)
     _claim(name)
     h = _submit_allreduce(tensor, output, name, op, prescale_factor,
                           postscale_factor, wire)
@@ -184,7 +146,7 @@ def allreduce_async(tensor, average=None, name=None, op=None,
     Returns:
         A handle for poll() and synchronize(), which returns the result.
     """
-    op = _op(op, average)
+    op = handle_average_backwards_compatibility(op, average)
     return _allreduce_async(tensor, tensor.new(tensor.shape), name, op,
                             prescale_factor, postscale_factor, process_set)
 
@@ -193,7 +155,7 @@ def allreduce_async_(tensor, average=None, name=None, op=None,
                      prescale_factor=1.0, postscale_factor=1.0,
                      process_set=global_process_set):
     """allreduce_async() in place: the result overwrites tensor."""
-    op = _op(op, average)
+    op = handle_average_backwards_compatibility(op, average)
     return _allreduce_async(tensor, tensor, name, op, prescale_factor,
                             postscale_factor, process_set)
 
@@ -235,7 +197,7 @@ def allreduce(tensor, average=None, name=None, compression=Compression.none,
     hvd.Compression.none or hvd.Compression.fp16 (float32 is sent as
     float16 and summed in float32).
     """
-    op = _op(op, average)
+    op = handle_average_backwards_compatibility(op, average)
     wire = _wire(compression, tensor)
     sent, cctx = (tensor, None) if wire else compression.compress(tensor)
     out = HorovodAllreduce.apply(sent, name, op, prescale_factor,
@@ -255,7 +217,7 @@ def allreduce_(tensor, average=None, name=None, op=None,
 def _grouped_async(tensors, outputs, name, op, prescale_factor,
                    postscale_factor, process_set):
     select(process_set)
-    _adasum_check(op, process_set)
+    check_adasum(op, process_set)
     tensors = list(tensors)
     if not tensors:
         raise ValueError("grouped allreduce of no tensors")
@@ -274,7 +236,7 @@ def _grouped_async(tensors, outputs, name, op, prescale_factor,
         counts = (ctypes.c_size_t * n)(*[t.numel() for t in tensors])
         h = ctypes.c_void_p()
         libhvd.check(libhvd.lib.hvd_grouped_allreduce_async(
-            sends, recvs, counts, n, dts.pop(), _libop(op), _cname(name),
+            sends, recvs, counts, n, dts.pop(), libop(op), _cname(name),
             ctypes.byref(h)), submit=True)
         handles = [h]
     else:
@@ -293,7 +255,7 @@ def grouped_allreduce_async(tensors, average=None, name=None, op=None,
                             process_set=global_process_set):
     """Starts reducing a list of tensors as one operation that completes
     together; synchronize() returns the list of results."""
-    op = _op(op, average)
+    op = handle_average_backwards_compatibility(op, average)
     return _grouped_async(tensors, [t.new(t.shape) for t in tensors], name,
                           op, prescale_factor, postscale_factor, process_set)
 
@@ -302,7 +264,7 @@ def grouped_allreduce_async_(tensors, average=None, name=None, op=None,
                              prescale_factor=1.0, postscale_factor=1.0,
                              process_set=global_process_set):
     """grouped_allreduce_async() in place."""
-    op = _op(op, average)
+    op = handle_average_backwards_compatibility(op, average)
     return _grouped_async(tensors, tensors, name, op, prescale_factor,
                           postscale_factor, process_set)
 
@@ -332,7 +294,7 @@ def grouped_allreduce(tensors, average=None, name=None,
                       prescale_factor=1.0, postscale_factor=1.0,
                       process_set=global_process_set):
     """Reduces a list of tensors together; returns the list of results."""
-    op = _op(op, average)
+    op = handle_average_backwards_compatibility(op, average)
     sent = [compression.compress(t) for t in tensors]
     out = HorovodGroupedAllreduce.apply(name, op, prescale_factor,
                                         postscale_factor, process_set,
@@ -516,7 +478,7 @@ def reducescatter_async(tensor, name=None, op=Average,
     h = ctypes.c_void_p()
     libhvd.check(libhvd.lib.hvd_reducescatter_async(
         tensor.data_ptr(), output.data_ptr(), tensor.numel(), max(row, 1),
-        dt, _libop(op), _cname(name), opts, ctypes.byref(h)), submit=True)
+        dt, libop(op), _cname(name), opts, ctypes.byref(h)), submit=True)
     return _register([h], (tensor, output), lambda: output, name)
 
 
