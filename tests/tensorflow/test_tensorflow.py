@@ -65,10 +65,10 @@ class TensorFlowTest(unittest.TestCase):
         self.assertGreaterEqual(counts.pop(), least)
 
     def test_np2(self):
-        self.check_all_ok("tfcheck", 2, 16)
+        self.check_all_ok("tfcheck", 2, 17)
 
     def test_np4(self):
-        self.check_all_ok("tfcheck", 4, 16)
+        self.check_all_ok("tfcheck", 4, 17)
 
     def test_keras_np2(self):
         self.check_all_ok("kerascheck", 2, 6)

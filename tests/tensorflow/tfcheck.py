@@ -122,13 +122,14 @@ class Collectives(unittest.TestCase):
             self.assertTrue(np.allclose(dense[r], want), dense)
 
     def test_allgather(self):
+        graph = tf.function(lambda t: hvd.allgather(t))
         for dtype in INTS + FLOATS:
             with self.subTest(dtype=dtype.name):
                 x = tf.cast(tf.fill([self.r + 1, 2], self.r), dtype)
-                got = hvd.allgather(x)
                 want = np.concatenate([np.full((r + 1, 2), r)
                                        for r in range(self.n)])
-                self.assertTrue(close(got, want, dtype))
+                self.assertTrue(close(hvd.allgather(x), want, dtype))
+                self.assertTrue(close(graph(x), want, dtype))
         g = tf.function(lambda t: hvd.allgather(t))(tf.fill([self.r + 1],
                                                             self.r))
         self.assertEqual(g.numpy().tolist(),
@@ -138,19 +139,44 @@ class Collectives(unittest.TestCase):
         self.assertEqual(outs[0].numpy().tolist(), list(range(self.n)))
 
     def test_broadcast(self):
+        graph = tf.function(lambda t, root: hvd.broadcast(t, root))
         for dtype in INTS + FLOATS:
             for root in range(self.n):
                 with self.subTest(dtype=dtype.name, root=root):
+                    want = tf.cast(data(root, dtype), tf.float64).numpy()
                     got = hvd.broadcast(data(self.r, dtype), root)
-                    self.assertTrue(close(got, tf.cast(data(root, dtype),
-                                                       tf.float64).numpy(),
-                                          dtype))
+                    self.assertTrue(close(got, want, dtype))
+                    got = graph(data(self.r, dtype), root)
+                    self.assertTrue(close(got, want, dtype))
         v = tf.Variable(tf.fill([3], float(self.r)))
         hvd.broadcast_variables([v], root_rank=self.n - 1)
         self.assertEqual(v.numpy().tolist(), [self.n - 1.0] * 3)
         got = tf.function(lambda t: hvd.broadcast(t, 0))(
             tf.constant([self.r]))
         self.assertEqual(got.numpy().tolist(), [0])
+
+    def test_alltoall_and_reducescatter_every_dtype(self):
+        a2a = tf.function(lambda t: hvd.alltoall(t))
+        rs = tf.function(lambda t: hvd.reducescatter(t, op=hvd.Sum))
+        rows = 2 * self.n + 1
+        share = rows // self.n + (1 if self.r < rows % self.n else 0)
+        first = self.r * (rows // self.n) + min(self.r, rows % self.n)
+        for dtype in INTS + FLOATS:
+            x = data(self.r, dtype, (self.n * 2, 3))
+            want = np.concatenate([tf.cast(data(r, dtype, (self.n * 2, 3)),
+                                           tf.float64).numpy()[
+                2 * self.r:2 * self.r + 2] for r in range(self.n)])
+            y = data(self.r, dtype, (rows, 2))
+            want_rs = reference(dtype, hvd.Sum, self.n, (rows, 2))[
+                first:first + share]
+            for mode, f, g in (("eager", hvd.alltoall,
+                                lambda t: hvd.reducescatter(t, op=hvd.Sum)),
+                               ("graph", a2a, rs)):
+                with self.subTest(dtype=dtype.name, mode=mode):
+                    out, got = f(x)
+                    self.assertEqual(got.numpy().tolist(), [2] * self.n)
+                    self.assertTrue(close(out, want, dtype))
+                    self.assertTrue(close(g(y), want_rs, dtype))
 
     def test_alltoall_and_reducescatter(self):
         x = tf.range(self.n * 2) + 100 * self.r
