@@ -47,7 +47,7 @@ def parse_args():
     p.add_argument("--fake-size", type=int, default=50000,
                    help="synthetic samples when CIFAR-10 is not on disk")
     p.add_argument("--threads", type=int, default=1,
-                   help="TensorFlow threads per rank")
+                   help="TensorFlow threads per rank (intra- and inter-op)")
     p.add_argument("--fp16-allreduce", action="store_true",
                    help="send gradients as float16")
     p.add_argument("--checkpoint", help="rank 0 saves the best model here "
@@ -125,8 +125,7 @@ def main():
     args = parse_args()
     hvd.init()
     tf.config.threading.set_intra_op_parallelism_threads(args.threads)
-    tf.config.threading.set_inter_op_parallelism_threads(max(args.threads,
-                                                             2))
+    tf.config.threading.set_inter_op_parallelism_threads(args.threads)
     keras.utils.set_random_seed(args.seed + hvd.rank())
     x, y, what = load(args)
     if hvd.rank() == 0:

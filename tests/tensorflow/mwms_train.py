@@ -48,8 +48,7 @@ def main():
     import numpy as np
     import tensorflow as tf
     tf.config.threading.set_intra_op_parallelism_threads(args.threads)
-    tf.config.threading.set_inter_op_parallelism_threads(max(args.threads,
-                                                             2))
+    tf.config.threading.set_inter_op_parallelism_threads(args.threads)
     spec = importlib.util.spec_from_file_location("keras_train", EXAMPLE)
     example = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(example)
