@@ -157,7 +157,8 @@ static void trace(struct hvd_ctx *c, const struct hvd_work *w, int64_t start,
         "OPERATION",       "REDUCESCATTER",     "ALLTOALL",  "JOIN",
         "PROCESS_SET_ADD", "PROCESS_SET_REMOVE"};
     char args[160];
-    if (c->tl.fd < 0)
+    /* A stand-in was never submitted here: the tensor is the others'. */
+    if (c->tl.fd < 0 || w->op->standin)
         return;
     int64_t end = hvd__now_us();
     hvd__timeline_phase(&c->tl, w->name, "QUEUE", w->submit_us,
