@@ -3,18 +3,20 @@ Keras example's ResNet-style CNN (examples/keras_train.py) on
 CIFAR-10-shaped synthetic data, batch 32 per rank, one TensorFlow thread
 per rank, samples/s at -np 1 and -np 2, in one run:
 
-- ours: the example on horovod.tensorflow.keras over libhvd;
+- ours fit: the example on horovod.tensorflow.keras over libhvd;
 - ours loop: the same model, batch and optimizer in a tf.function train
   step with DistributedGradientTape (tests/tensorflow/mwms_train.py
   --horovod);
-- MWMS: the same model, batch and optimizer under TensorFlow's
+- MWMS loop: the same model, batch and optimizer under TensorFlow's
   tf.distribute.MultiWorkerMirroredStrategy (tests/tensorflow/
   mwms_train.py), TF_CONFIG made from horovodrun's environment, in
   TensorFlow's custom training loop: Keras 3's model.fit does not run
   under that strategy across workers (keras-team/keras#20585).
 
-Both are launched by our horovodrun; each figure is the median of --reps
-runs, the two alternating; the first step is left out of each rate.
+All three read the same input pipeline (each rank's shard, shuffled in a
+--shuffle-buffer of its own, batched) and are launched by our horovodrun;
+each figure is the median of --reps runs, the three alternating; each rate
+runs from the end of the first step to the end of the last.
 Environment: HVD_HOROVODRUN, HVD_LIBRARY, HVD_PYTHONPATH, HVD_TF_PYTHON.
 """
 
@@ -41,12 +43,12 @@ MWMS = os.path.join(ROOT, "tests", "tensorflow", "mwms_train.py")
 RATE = re.compile(r"throughput: (\d+(?:\.\d+)?) samples/s")
 
 
-def run(np, script, steps, extra=()):
+def run(np, script, steps, shuffle, extra=()):
     env = dict(os.environ, PYTHONPATH=PYPATH, HVD_LIBRARY=LIB,
                TF_CPP_MIN_LOG_LEVEL="2")
     args = [hvdtest.HOROVODRUN, "-np", str(np), PY, script, "--steps",
             str(steps), "--batch-size", "32", "--threads", "1",
-            "--fake-size", "4096"] + list(extra)
+            "--fake-size", "4096", "--shuffle-buffer", str(shuffle)] + list(extra)
     if script == EXAMPLE:
         args += ["--data-dir", "/nonexistent", "--warmup-epochs", "0"]
     r = subprocess.run(args, capture_output=True, text=True, env=env,
@@ -64,6 +66,9 @@ def main():
     p.add_argument("--reps", type=int, default=3)
     p.add_argument("--steps", type=int, default=30)
     p.add_argument("--np", default="1,2")
+    p.add_argument("--shuffle-buffer", type=int, default=4096,
+                   help="samples in each rank's shuffle buffer, the same "
+                   "input pipeline for all (0: none)")
     args = p.parse_args()
     peers = [("ours fit", EXAMPLE, ()), ("ours loop", MWMS, ("--horovod",)),
              ("MWMS loop", MWMS, ())]
@@ -72,21 +77,24 @@ def main():
     for n in nps:
         for _ in range(args.reps):
             for name, script, extra in peers:
-                rates[(name, n)].append(run(n, script, args.steps, extra))
+                rates[(name, n)].append(run(n, script, args.steps,
+                                                    args.shuffle_buffer, extra))
     med = {k: statistics.median(v) for k, v in rates.items()}
     print("# Keras example CNN, 32x32x3 synthetic data, batch 32 per rank, "
-          "SGD momentum, 1 TensorFlow thread per rank; %d steps, the first "
-          "left out, median of %d. fit: the example (model.fit and its "
+          "SGD momentum, 1 TensorFlow thread per rank, each rank's shard "
+          "shuffled in a buffer of %d; %d steps, the first left out, median "
+          "of %d. fit: the example (model.fit and its "
           "callbacks); loop: the same tf.function train step, with "
           "DistributedGradientTape or under the strategy"
-          % (args.steps, args.reps))
+          % (args.shuffle_buffer, args.steps, args.reps))
     names = [name for name, _, _ in peers]
     print("%-18s" % "np" + "".join("%12s" % n for n in names)
-          + "%12s" % "loop/MWMS")
+          + "%12s%12s" % ("fit/MWMS", "loop/MWMS"))
     for n in nps:
         print("%-18s" % ("-np %d samples/s" % n)
               + "".join("%12.1f" % med[(name, n)] for name in names)
-              + "%12.2f" % (med[("ours loop", n)] / med[("MWMS loop", n)]))
+              + "".join("%12.2f" % (med[(name, n)] / med[("MWMS loop", n)])
+                        for name in names[:2]))
     if len(nps) > 1:
         a, b = nps[0], nps[-1]
         print("%-18s" % ("-np %d / -np %d" % (b, a))

@@ -37,6 +37,9 @@ def main():
     p.add_argument("--lr", type=float, default=0.0125)
     p.add_argument("--threads", type=int, default=1)
     p.add_argument("--fake-size", type=int, default=4096)
+    p.add_argument("--shuffle-buffer", type=int, default=4096,
+                   help="samples in each rank's shuffle buffer (0: none), "
+                   "as in the example")
     p.add_argument("--horovod", action="store_true",
                    help="the same loop with hvd.DistributedGradientTape "
                    "instead of the strategy")
@@ -58,12 +61,18 @@ def main():
     global_batch = args.batch_size * size
     loss_fn = keras.losses.SparseCategoricalCrossentropy(from_logits=True,
                                                          reduction="none")
+
+    def pipeline(shards, index):
+        """This rank's input: the example's (its shard, shuffled, batched)."""
+        data = tf.data.Dataset.from_tensor_slices((x, y)).shard(shards, index)
+        if args.shuffle_buffer > 0:
+            data = data.shuffle(args.shuffle_buffer, seed=42)
+        return data.batch(args.batch_size, drop_remainder=True).repeat()
+
     if args.horovod:
         import horovod.tensorflow as hvd
         hvd.init()
-        data = tf.data.Dataset.from_tensor_slices((x, y)).shard(
-            size, rank).batch(args.batch_size, drop_remainder=True).repeat()
-        batches = iter(data)
+        batches = iter(pipeline(size, rank))
         model = example.make_model()
         opt = keras.optimizers.SGD(args.lr * size, momentum=0.9)
 
@@ -77,13 +86,9 @@ def main():
             return loss
     else:
         strategy = tf.distribute.MultiWorkerMirroredStrategy()
-        data = tf.data.Dataset.from_tensor_slices((x, y)).batch(
-            global_batch, drop_remainder=True).repeat()
-        options = tf.data.Options()
-        options.experimental_distribute.auto_shard_policy = \
-            tf.data.experimental.AutoShardPolicy.DATA
-        batches = iter(strategy.experimental_distribute_dataset(
-            data.with_options(options)))
+        batches = iter(strategy.distribute_datasets_from_function(
+            lambda ctx: pipeline(ctx.num_input_pipelines,
+                                 ctx.input_pipeline_id)))
         with strategy.scope():
             model = example.make_model()
             opt = keras.optimizers.SGD(args.lr * size, momentum=0.9)
