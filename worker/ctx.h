@@ -120,9 +120,19 @@ struct hvd_ctx {
     int thread_started;
     pthread_mutex_t mu;
     pthread_cond_t cv;
-    int wake_fd;          /* eventfd: new work for the idle thread */
-    _Atomic int pending;  /* work queued and not yet taken */
-    _Atomic int sleeping; /* the thread is (about to be) in poll */
+    /* The engine: held by the thread that takes submitted work and runs
+     * cycles, the background thread or a caller waiting for its own
+     * collective (engine.c's run_inline). Everything from here to the end
+     * but what mu guards is its holder's. */
+    pthread_mutex_t run_mu;
+    int inline_ok; /* callers may run the engine (not under MPI) */
+    int parked;    /* the background thread sleeps without run_mu */
+    /* Until when a caller that ran the engine counts as about to again. */
+    _Atomic int64_t inline_until_us;
+    struct hvd_request *stop; /* a shutdown request taken */
+    int wake_fd;              /* eventfd: new work for the idle thread */
+    _Atomic int pending;      /* work queued and not yet taken */
+    _Atomic int sleeping;     /* the thread is (about to be) in poll */
     /* Busy-wait budget of the background thread, in microseconds, between
      * and within collectives: waking a sleeping thread costs more than a
      * small collective. */

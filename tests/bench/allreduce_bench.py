@@ -12,6 +12,8 @@ host, in the same run:
         one host. This is the peer the targets are measured against;
   tcp   (only with --mpi-tcp) mpi_bench under `mpirun --mca pml ob1 --mca
         btl tcp,self`: MPI over loopback TCP, an extra column;
+  hvdtcp (only with --mpi-tcp) hvd_bench with HOROVOD_SHM_DISABLE=1:
+        libhvd's TCP ring, to set beside tcp;
   stream_probe -n 1,N...: the memory bandwidth of this host, one process
         copying alone and N processes copying at once.
 
@@ -394,6 +396,12 @@ def report_np(np_, runners, probe, seq, a, small_max):
                 r.key, m["time"], r.key, ratio(hm[lat]["time"], m["time"]))
     print("#")
     print(line)
+    ht = runners.get("hvdtcp")
+    if ht is not None and ht.ok() and "tcp" in med and \
+            lat in ht.median() and lat in med["tcp"]:
+        t, m = ht.median()[lat]["time"], med["tcp"][lat]["time"]
+        print("# %s: time at %s over TCP: hvd %.2f us, MPI %.2f us "
+              "(hvd/tcp %.2f)" % (tag, human(lat), t, m, ratio(t, m)))
 
     # busbw against MPI's defaults at >= 1 MiB.
     name = "%s: hvd busbw >= %.1fx MPI (mpirun defaults) at sizes >= %s" % (
@@ -561,6 +569,11 @@ def main():
                 "(the target's peer)",
                 base + ["-np", str(np_), mpi_bench])
             if a.mpi_tcp:
+                rs["hvdtcp"] = Runner(
+                    "hvdtcp", np_, "libhvd over its TCP ring "
+                    "(HOROVOD_SHM_DISABLE=1): extra column",
+                    ["env", "HOROVOD_SHM_DISABLE=1", horovodrun, "-np",
+                     str(np_), hvd_bench])
                 # pml ob1 makes sure the btl choice is obeyed (UCX would
                 # bypass it); lo keeps the traffic on loopback.
                 rs["tcp"] = Runner(

@@ -315,6 +315,62 @@ static void test_barrier(void)
     check(rc == 0 && (rank == 0 || size == 1 || ms > 200), "barrier waits");
 }
 
+/* Threads of one rank calling at once: a caller runs the engine on its
+ * own thread while the others wait for it or for the background thread
+ * (one thread waits for asynchronous calls instead). */
+#define CALLER_THREADS 3
+#define CALLER_ITERS 300
+
+static void *caller(void *arg)
+{
+    int t = *(int *)arg, bad = 0;
+    int32_t in[5], out[5];
+    char name[64];
+    for (int k = 0; k < CALLER_ITERS; k++) {
+        size_t n = 1 + (size_t)(k % 5);
+        for (size_t i = 0; i < n; i++)
+            in[i] = rank * 1000 + t * 100 + k % 97 + (int32_t)i;
+        snprintf(name, sizeof(name), "caller.%d.%d", t, k);
+        int rc;
+        if (t == CALLER_THREADS - 1) {
+            hvd_handle h;
+            rc = hvd_allreduce_async(in, out, n, HVD_INT32, HVD_SUM, name, &h);
+            if (rc == 0)
+                rc = hvd_wait(h);
+        } else {
+            rc = hvd_allreduce(in, out, n, HVD_INT32, HVD_SUM, name);
+        }
+        for (size_t i = 0; i < n && rc == 0; i++) {
+            /* The sum over ranks r of r*1000 + rest. */
+            int32_t want = 1000 * size * (size - 1) / 2 +
+                           size * (t * 100 + k % 97 + (int32_t)i);
+            bad += out[i] != want;
+        }
+        bad += rc != 0;
+        /* Vary the interleaving: odd ranks pause now and then. */
+        if (rank % 2 && k % 50 == t)
+            usleep(200);
+    }
+    *(int *)arg = bad;
+    return NULL;
+}
+
+static void test_concurrent_callers(void)
+{
+    pthread_t th[CALLER_THREADS];
+    int arg[CALLER_THREADS];
+    for (int t = 0; t < CALLER_THREADS; t++) {
+        arg[t] = t;
+        pthread_create(&th[t], NULL, caller, &arg[t]);
+    }
+    int bad = 0;
+    for (int t = 0; t < CALLER_THREADS; t++) {
+        pthread_join(th[t], NULL);
+        bad += arg[t];
+    }
+    check(bad == 0, "allreduces from 3 threads at once");
+}
+
 static void *die_later(void *arg)
 {
     usleep(300 * 1000);
@@ -404,6 +460,7 @@ int main(int argc, char **argv)
     test_alltoall(100000, 0); /* more than one shared-memory slot */
     test_mismatches();
     test_barrier();
+    test_concurrent_callers();
     if (big)
         test_allreduce(16u << 20, HVD_FLOAT32, HVD_SUM, 1); /* 64 MiB */
     printf("collcheck: rank %d transport %s\n", rank, hvd_transport());
