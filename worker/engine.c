@@ -694,10 +694,10 @@ int hvd__engine_start(struct hvd_ctx *c)
     pthread_mutex_init(&c->mu, NULL);
     pthread_mutex_init(&c->run_mu, NULL);
     pthread_cond_init(&c->cv, NULL);
-
     /* Spinning pays only while every spinning thread has a CPU: one
-     * background thread per rank spins, callers sleep (measured on two
-     * cores: callers that spin too slow everything down). */
+     * thread per rank spins (the background thread, or a caller running
+     * the engine while that thread sleeps), other callers sleep (measured
+     * on two cores: callers that spin too slow everything down). */
     long cpus = sysconf(_SC_NPROCESSORS_ONLN);
     const char *v = getenv(HVD_ENV_SPIN_US);
     int spin = v ? atoi(v) : 20;
