@@ -366,8 +366,10 @@ int hvd__exec(struct hvd_ctx *c, struct hvd_work *w)
 
 /* The first pass of hvd__exec_gather carries this many bytes per rank:
  * a length and the start of the data, so that short lists (the usual
- * negotiation) take one pass instead of two. */
-#define GATHER_BLOCK 1024u
+ * negotiation: a bitmap of cached names, a bit per name) take one pass
+ * instead of two. Every rank copies n of them per cycle, so they are
+ * kept small for the sake of many ranks. */
+#define GATHER_BLOCK 256u
 #define GATHER_HEAD (GATHER_BLOCK - 8u)
 
 int hvd__exec_gather(struct hvd_ctx *c, const uint8_t *mine, size_t len,

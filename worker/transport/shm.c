@@ -420,11 +420,14 @@ uint8_t *hvd__shm_tmp(struct hvd_shm *s, size_t want)
     return hvd__grow(&s->tmp, &s->tmp_cap, want ? want : 1) ? NULL : s->tmp;
 }
 
+/* Wakes local rank i if it sleeps, once: the first waker takes its flag,
+ * so that a sleeper costs one write however many ranks arrive. */
 static void wake(const struct hvd_shm *s, int i)
 {
     uint64_t one = 1;
     /* A full counter (EAGAIN) already wakes the sleeper. */
-    if (atomic_load(&s->hdr->ctl[i].sleeping))
+    if (atomic_load(&s->hdr->ctl[i].sleeping) &&
+        atomic_exchange(&s->hdr->ctl[i].sleeping, 0))
         (void)!write(s->efd[i], &one, sizeof(one));
 }
 
@@ -544,8 +547,14 @@ int hvd__shm_sync(struct hvd_shm *s, char *err, size_t errlen)
 {
     s->seq++;
     atomic_store(&s->hdr->ctl[s->me].seq, s->seq);
+    /* Wake the ranks behind, which must come (an idle one sleeps until
+     * told), and, as the last to arrive, the ones that wait for it: not
+     * every rank at every arrival, which made a sync cost n * n wake-ups.
+     * Of two ranks arriving last at once, the later store sees no one
+     * behind, so one of them wakes the waiters. */
+    int last = laggard(s) < 0;
     for (int i = 0; i < s->n; i++)
-        if (i != s->me)
+        if (i != s->me && (last || atomic_load(&s->hdr->ctl[i].seq) < s->seq))
             wake(s, i);
     int64_t deadline = s->deadline_ms;
     struct hvd_spin spin = {0};
