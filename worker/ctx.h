@@ -11,6 +11,7 @@
 #include "common/frame.h"
 #include "common/secret.h"
 #include "coll.h"
+#include "eager.h"
 #include "include/hvd.h"
 #include "negotiate.h"
 #include "pset.h"
@@ -162,6 +163,13 @@ struct hvd_ctx {
     size_t nstall;
     uint8_t *fuse_buf;
     size_t fuse_cap;
+    /* Waiting small allreduces whose data goes with every cycle's
+     * requests (eager.h), and their cache ids. */
+    struct hvd_eager_out {
+        struct hvd_work *w;
+        int32_t id;
+    } eager[HVD_EAGER_MAX];
+    int neager;
     int64_t last_cycle_us;
     struct hvd_nccl *nccl; /* made at the first device operation */
     int failed;            /* sticky: every later collective fails with this */

@@ -16,6 +16,7 @@
 #include "common/hvd_err.h"
 #include "common/rdvproto.h"
 #include "ctx.h"
+#include "eager.h"
 #include "exec.h"
 #include "failure.h"
 #include "fusion.h"
@@ -48,6 +49,7 @@ static void complete(struct hvd_ctx *c, struct hvd_work *w, int rc,
 {
     struct hvd_request *op = w->op;
     char why[HVD_ERRMSG];
+    hvd__eager_forget(c, w);
     /* A part failed before it ran: its stream's mark is not needed. */
     hvd__gpu_wait_mark(&w->mark, why, sizeof(why));
     if (rc != 0 && op->rc == 0) {
@@ -206,7 +208,8 @@ static int bind_set(struct hvd_ctx *c, struct hvd_work *w)
 
 /* Runs the operations every rank asked for, in the agreed order; runs of
  * allreduces that fit the fusion threshold go together. */
-static void respond(struct hvd_ctx *c, struct hvd_resp *resp, size_t n)
+static void respond(struct hvd_ctx *c, struct hvd_resp *resp, size_t n,
+                    const struct hvd_eager_in *in)
 {
     struct hvd_work **group = malloc((n + 1) * sizeof(*group));
     /* Every rank remembers the same responses in the same order. */
@@ -230,11 +233,21 @@ static void respond(struct hvd_ctx *c, struct hvd_resp *resp, size_t n)
             i++;
             continue;
         }
+        if (!c->failed && hvd__eager_ready(c, in, &resp[i])) {
+            int64_t t0 = hvd__now_us();
+            hvd__eager_run(c, in, &resp[i], w);
+            trace(c, w, t0, 1);
+            complete(c, w, 0, NULL);
+            i++;
+            continue;
+        }
         int ng = 0;
         size_t bytes = w->count * hvd_dtype_size(w->dtype);
         if (group)
             group[ng++] = w;
-        for (i++; group && i < n && fusable(c, w, &resp[i], bytes); i++) {
+        for (i++; group && i < n && fusable(c, w, &resp[i], bytes) &&
+                  !hvd__eager_ready(c, in, &resp[i]);
+             i++) {
             struct hvd_work *x = part_for(c, &resp[i]);
             if (x == NULL)
                 continue;
@@ -270,10 +283,10 @@ static void respond(struct hvd_ctx *c, struct hvd_resp *resp, size_t n)
  * same on every rank): in steady state that is all of them, and the work
  * is a bitwise AND of the ranks' bitmaps plus one step per ready tensor.
  */
-static int feed(struct hvd_ctx *c, const uint8_t *all, const size_t *lens,
-                struct hvd_resp **resp, size_t *nresp)
+static int feed(struct hvd_ctx *c, const uint8_t *const *msgs,
+                const size_t *lens, struct hvd_resp **resp, size_t *nresp)
 {
-    size_t nbytes = (c->neg.ncache + 7) / 8, off = 0;
+    size_t nbytes = (c->neg.ncache + 7) / 8;
     const uint8_t **bits = calloc((size_t)c->size, sizeof(*bits));
     struct hvd_req **reqs = calloc((size_t)c->size, sizeof(*reqs));
     size_t *nreqs = calloc((size_t)c->size, sizeof(*nreqs));
@@ -283,11 +296,9 @@ static int feed(struct hvd_ctx *c, const uint8_t *all, const size_t *lens,
     if (bits == NULL || reqs == NULL || nreqs == NULL || every == NULL)
         goto out;
     rc = 0;
-    for (int r = 0; r < c->size && rc == 0; r++) {
-        rc = hvd__neg_decode(&c->neg, all + off, lens[r], &bits[r], &reqs[r],
+    for (int r = 0; r < c->size && rc == 0; r++)
+        rc = hvd__neg_decode(&c->neg, msgs[r], lens[r], &bits[r], &reqs[r],
                              &nreqs[r]);
-        off += lens[r];
-    }
     if (rc)
         goto out;
     memset(every, 0xff, nbytes);
@@ -333,8 +344,10 @@ static void cycle(struct hvd_ctx *c)
     struct hvd_req *mine = calloc(c->nfresh + c->nstall + 1, sizeof(*mine));
     struct hvd_resp *resp = NULL;
     size_t nresp = 0, *lens = calloc((size_t)c->size, sizeof(*lens));
-    uint8_t *enc = NULL, *all = NULL;
-    size_t enclen = 0;
+    const uint8_t **msgs = calloc((size_t)c->size, sizeof(*msgs));
+    uint8_t *enc = NULL, *all = NULL, *pre = NULL, *msg = NULL;
+    size_t enclen = 0, prelen = 0;
+    struct hvd_eager_in in = {0};
     char err[HVD_ERRMSG] = "";
     int rc = HVD_ENOMEM;
 
@@ -342,7 +355,7 @@ static void cycle(struct hvd_ctx *c)
     hvd__coll_reset_abort(c);
     hvd__coll_cycle_start(c);
     hvd__timeline_cycle(&c->tl, c->last_cycle_us);
-    if (mine == NULL || lens == NULL)
+    if (mine == NULL || lens == NULL || msgs == NULL)
         goto out;
     for (size_t i = 0; i < c->nfresh; i++) {
         struct hvd_work *w = c->fresh[i];
@@ -359,6 +372,7 @@ static void cycle(struct hvd_ctx *c)
                                    .device = (uint8_t)w->device,
                                    .prescale = w->prescale,
                                    .postscale = w->postscale};
+        hvd__eager_note(c, w, &mine[i]);
     }
     for (size_t i = 0; i < c->nstall; i++)
         mine[c->nfresh + i] = (struct hvd_req){.kind = HVD_REQ_STALL,
@@ -371,12 +385,25 @@ static void cycle(struct hvd_ctx *c)
     if (rc)
         goto out;
     c->nfresh = 0;
-    rc = hvd__exec_gather(c, enc, enclen, &all, lens, err, sizeof(err));
+    /* The message: the small tensors' data, then the requests. */
+    if ((rc = hvd__eager_encode(c, &pre, &prelen)) != 0)
+        goto out;
+    rc = HVD_ENOMEM;
+    if ((msg = malloc(prelen + enclen)) == NULL)
+        goto out;
+    memcpy(msg, pre, prelen);
+    memcpy(msg + prelen, enc, enclen);
+    rc =
+        hvd__exec_gather(c, msg, prelen + enclen, &all, lens, err, sizeof(err));
     if (rc)
         goto out;
-    rc = feed(c, all, lens, &resp, &nresp);
+    for (int r = 0; r < c->size; r++)
+        msgs[r] = r == 0 ? all : msgs[r - 1] + lens[r - 1];
+    rc = hvd__eager_decode(c, &in, msgs, lens);
     if (rc == 0)
-        respond(c, resp, nresp);
+        rc = feed(c, msgs, lens, &resp, &nresp);
+    if (rc == 0)
+        respond(c, resp, nresp, &in);
 out:
     if (rc == HVD_EPEER || rc == HVD_ESYS || rc == HVD_ETIMEDOUT)
         rc = hvd__ring_failed(c, rc, err);
@@ -389,9 +416,13 @@ out:
     for (size_t i = 0; i < nresp; i++)
         free(resp[i].req.name);
     free(resp);
+    hvd__eager_free(&in);
     free(enc);
+    free(pre);
+    free(msg);
     free(all);
     free(lens);
+    free(msgs);
     free(mine);
 }
 

@@ -123,6 +123,11 @@ static int32_t cache_find(const struct hvd_neg *t, const struct hvd_req *req)
     return -1;
 }
 
+int32_t hvd__neg_cache_id(const struct hvd_neg *t, const struct hvd_req *req)
+{
+    return cache_find(t, req);
+}
+
 void hvd__neg_cache_put(struct hvd_neg *t, const struct hvd_req *req)
 {
     /* A join's answer (the last rank) and the process set changes are

@@ -104,6 +104,8 @@ int hvd__neg_fail_stalled(struct hvd_neg *t, const char *name, int pset,
  * the cache has room; every rank must call it for the same responses in
  * the same order. */
 void hvd__neg_cache_put(struct hvd_neg *t, const struct hvd_req *req);
+/* The cache id of req (the same on every rank), or -1. */
+int32_t hvd__neg_cache_id(const struct hvd_neg *t, const struct hvd_req *req);
 
 /* Records that rank asked for cached request id (as hvd__neg_add). */
 int hvd__neg_add_cached(struct hvd_neg *t, int rank, size_t id,

@@ -105,6 +105,32 @@ static void test_identical(size_t n, hvd_dtype dt)
     free(buf);
 }
 
+/* A repeated name is cached, so a small tensor's second allreduce
+ * travels with the negotiation and is folded by every rank (eager.c):
+ * it must give the bits that the transport gave the first time. */
+static void test_eager_bits(size_t n, hvd_dtype dt, hvd_op op)
+{
+    size_t es = hvd_dtype_size(dt);
+    uint8_t *in = malloc(n * es + 1), *first = malloc(n * es + 1),
+            *again = malloc(n * es + 1);
+    uint64_t x = 2463534242ull + (uint64_t)rank * 7919;
+    char what[96];
+    for (size_t i = 0; i < n; i++) {
+        x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+        store(in, i, dt, (double)(x % 100000) / 997.0 - 50);
+    }
+    snprintf(what, sizeof(what), "eager %s %s n=%zu", dt_names[dt],
+             op_names[op], n);
+    int rc = hvd_allreduce(in, first, n, dt, op, what);
+    if (rc == 0)
+        rc = hvd_allreduce(in, again, n, dt, op, what);
+    check(rc == 0 && memcmp(first, again, n * es) == 0, what);
+    check_same(fnv(again, n * es, 1469598103934665603ull), what);
+    free(in);
+    free(first);
+    free(again);
+}
+
 static void test_broadcast(size_t n, int root)
 {
     int32_t *buf = malloc(n * 4 + 4);
@@ -421,10 +447,19 @@ int main(int argc, char **argv)
         return die_test(atoi(argv[2]), SIGSTOP);
 
     static const size_t sizes[] = {0, 1, 7, 1027};
-    for (int dt = HVD_UINT8; dt <= ELEMS_LAST_DTYPE; dt++)
-        for (int op = HVD_SUM; op <= HVD_PRODUCT; op++)
-            for (size_t s = 0; s < sizeof(sizes) / sizeof(sizes[0]); s++)
-                test_allreduce(sizes[s], (hvd_dtype)dt, (hvd_op)op, s & 1);
+    /* Twice: the second time the names are cached, and the small ones
+     * travel with the negotiation. */
+    for (int pass = 0; pass < 2; pass++)
+        for (int dt = HVD_UINT8; dt <= ELEMS_LAST_DTYPE; dt++)
+            for (int op = HVD_SUM; op <= HVD_PRODUCT; op++)
+                for (size_t s = 0; s < sizeof(sizes) / sizeof(sizes[0]); s++)
+                    test_allreduce(sizes[s], (hvd_dtype)dt, (hvd_op)op, s & 1);
+    test_eager_bits(5, HVD_FLOAT32, HVD_AVERAGE);
+    test_eager_bits(16, HVD_FLOAT32, HVD_SUM); /* 64 bytes, the most */
+    test_eager_bits(17, HVD_FLOAT32, HVD_SUM); /* too large to travel */
+    test_eager_bits(3, HVD_BFLOAT16, HVD_SUM);
+    test_eager_bits(7, HVD_FLOAT16, HVD_AVERAGE);
+    test_eager_bits(8, HVD_FLOAT64, HVD_PRODUCT);
     test_allreduce((1u << 20) + 3, HVD_FLOAT32, HVD_SUM, 0);
     test_allreduce((1u << 20) + 3, HVD_FLOAT16, HVD_AVERAGE, 1);
     test_allreduce((1u << 20) + 3, HVD_INT64, HVD_MAX, 0);

@@ -1,0 +1,161 @@
+/* Unit tests for the small allreduces carried with the negotiation
+ * (worker/eager.c): which parts travel, the section's wire format, and
+ * hostile sections. */
+#include <criterion/criterion.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ctx.h"
+#include "eager.h"
+#include "negotiate.h"
+#include "transport/transport.h"
+
+static struct hvd_req req(const char *name, uint64_t count)
+{
+    return (struct hvd_req){.kind = HVD_REQ_ALLREDUCE,
+                            .dtype = HVD_FLOAT32,
+                            .op = HVD_SUM,
+                            .count = count,
+                            .name = (char *)name,
+                            .prescale = 1,
+                            .postscale = 1};
+}
+
+/* A context of two ranks whose cache knows "a" (4 floats) and "big"
+ * (20 floats, 80 bytes). */
+static struct hvd_ctx *ctx2(void)
+{
+    struct hvd_ctx *c = calloc(1, sizeof(*c));
+    cr_assert(c != NULL);
+    c->size = 2;
+    c->tp = &hvd__transport_ring;
+    cr_assert_eq(hvd__neg_init(&c->neg, 2, 16), 0);
+    struct hvd_req a = req("a", 4), big = req("big", 20);
+    hvd__neg_cache_put(&c->neg, &a);
+    hvd__neg_cache_put(&c->neg, &big);
+    return c;
+}
+
+static void ctx_free(struct hvd_ctx *c)
+{
+    hvd__neg_close(&c->neg);
+    free(c);
+}
+
+static struct hvd_request op;
+
+static struct hvd_work work(const char *name, const float *in, float *out,
+                            size_t count)
+{
+    struct hvd_work w = {.op = &op,
+                         .kind = HVD_OP_ALLREDUCE,
+                         .sendbuf = in,
+                         .recvbuf = out,
+                         .count = count,
+                         .dtype = HVD_FLOAT32,
+                         .op_kind = HVD_SUM,
+                         .prescale = 1,
+                         .postscale = 1};
+    strcpy(w.name, name);
+    return w;
+}
+
+Test(eager, only_small_cached_host_allreduces_travel)
+{
+    struct hvd_ctx *c = ctx2();
+    float in[20] = {0}, out[20];
+    struct hvd_work a = work("a", in, out, 4), big = work("big", in, out, 20),
+                    fresh = work("new", in, out, 4);
+    struct hvd_req qa = req("a", 4), qbig = req("big", 20),
+                   qfresh = req("new", 4);
+    hvd__eager_note(c, &big, &qbig);
+    hvd__eager_note(c, &fresh, &qfresh);
+    cr_expect_eq(c->neager, 0, "too large, or not cached on every rank");
+    a.compress = 1;
+    hvd__eager_note(c, &a, &qa);
+    cr_expect_eq(c->neager, 0, "compressed tensors take the transport");
+    a.compress = 0;
+    hvd__eager_note(c, &a, &qa);
+    cr_assert_eq(c->neager, 1);
+    hvd__eager_forget(c, &a);
+    cr_expect_eq(c->neager, 0);
+    ctx_free(c);
+}
+
+Test(eager, every_rank_folds_what_every_rank_carried)
+{
+    struct hvd_ctx *c = ctx2();
+    float in[4] = {1, 2, 3, 4}, out[4] = {0};
+    struct hvd_work a = work("a", in, out, 4);
+    struct hvd_req qa = req("a", 4);
+    hvd__eager_note(c, &a, &qa);
+    uint8_t *sec;
+    size_t len;
+    cr_assert_eq(hvd__eager_encode(c, &sec, &len), 0);
+    cr_assert_eq(len, 4 + 4 + 16, "length, then id and data");
+    /* Both ranks' messages: the section, then one byte of requests. */
+    uint8_t msg[64];
+    memcpy(msg, sec, len);
+    msg[len] = 0x7f;
+    const uint8_t *msgs[2] = {msg, msg};
+    size_t lens[2] = {len + 1, len + 1};
+    struct hvd_eager_in in2;
+    cr_assert_eq(hvd__eager_decode(c, &in2, msgs, lens), 0);
+    cr_expect_eq(lens[0], 1, "the requests follow the section");
+    cr_expect_eq(*msgs[1], 0x7f);
+    struct hvd_resp r = {.req = qa};
+    cr_assert(hvd__eager_ready(c, &in2, &r));
+    hvd__eager_run(c, &in2, &r, &a);
+    for (int i = 0; i < 4; i++)
+        cr_expect_eq(out[i], 2 * in[i]);
+    struct hvd_resp other = {.req = req("big", 20)};
+    cr_expect(!hvd__eager_ready(c, &in2, &other), "nobody carried it");
+    hvd__eager_free(&in2);
+    free(sec);
+    ctx_free(c);
+}
+
+/* Decodes one hostile section (rank 0's; rank 1's is empty). */
+static int decode(struct hvd_ctx *c, const uint8_t *p, size_t len)
+{
+    static const uint8_t empty[4] = {0};
+    const uint8_t *msgs[2] = {p, empty};
+    size_t lens[2] = {len, sizeof(empty)};
+    struct hvd_eager_in in;
+    int rc = hvd__eager_decode(c, &in, msgs, lens);
+    hvd__eager_free(&in);
+    return rc;
+}
+
+static size_t section(uint8_t *p, const uint32_t *ids, int n, size_t data)
+{
+    size_t off = 4;
+    for (int i = 0; i < n; i++) {
+        memcpy(p + off, &ids[i], 4);
+        memset(p + off + 4, 0, data);
+        off += 4 + data;
+    }
+    uint32_t sec = (uint32_t)(off - 4);
+    memcpy(p, &sec, 4);
+    return off;
+}
+
+Test(eager, hostile_sections_are_refused)
+{
+    struct hvd_ctx *c = ctx2();
+    uint8_t p[512];
+    uint32_t a = 0, big = 1, beyond = 9, many[HVD_EAGER_MAX + 1] = {0};
+    size_t n = section(p, &a, 1, 16);
+    cr_expect_eq(decode(c, p, n), 0, "a well-formed section");
+    cr_expect_eq(decode(c, p, 3), HVD_EPROTO, "no room for the length");
+    cr_expect_eq(decode(c, p, n - 1), HVD_EPROTO, "longer than the message");
+    n = section(p, &a, 1, 15);
+    cr_expect_eq(decode(c, p, n), HVD_EPROTO, "data cut short");
+    n = section(p, &beyond, 1, 16);
+    cr_expect_eq(decode(c, p, n), HVD_EPROTO, "an id the cache lacks");
+    n = section(p, &big, 1, 80);
+    cr_expect_eq(decode(c, p, n), HVD_EPROTO, "a tensor too large to travel");
+    n = section(p, many, HVD_EAGER_MAX + 1, 16);
+    cr_expect_eq(decode(c, p, n), HVD_EPROTO, "more tensors than allowed");
+    ctx_free(c);
+}

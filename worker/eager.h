@@ -1,0 +1,56 @@
+/* Small allreduces carried with the negotiation: a rank sends the data of
+ * its waiting small allreduces (by response-cache id) with its cycle's
+ * requests, and when every rank carried a tensor's data in the cycle that
+ * makes it ready, each rank folds the data in rank order itself, with no
+ * collective of its own. */
+#ifndef HVD_EAGER_H
+#define HVD_EAGER_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+struct hvd_ctx;
+struct hvd_work;
+struct hvd_resp;
+struct hvd_req;
+
+/* At most this many tensors of at most this many bytes each travel per
+ * message: the message must stay short, as every rank copies every
+ * rank's message. */
+#define HVD_EAGER_MAX 8
+#define HVD_EAGER_MAX_BYTES 64
+/* Bytes of a whole section at most. */
+#define HVD_EAGER_BUDGET 160
+
+/* What the ranks carried this cycle: rank r's tensors are ids[r][k] with
+ * data at data[r][k]. */
+struct hvd_eager_in {
+    int n; /* ranks */
+    uint8_t *count;
+    int32_t (*ids)[HVD_EAGER_MAX];
+    const uint8_t *(*data)[HVD_EAGER_MAX];
+};
+
+/* Takes note of a fresh part that could travel, announced as q. */
+void hvd__eager_note(struct hvd_ctx *c, struct hvd_work *w,
+                     const struct hvd_req *q);
+/* Forgets a part that completed. */
+void hvd__eager_forget(struct hvd_ctx *c, const struct hvd_work *w);
+/* This rank's section: u32 length, then per tensor u32 id and its data.
+ * 0 or HVD_ENOMEM. */
+int hvd__eager_encode(struct hvd_ctx *c, uint8_t **out, size_t *len);
+/* Reads every rank's section from the front of its message (msgs[r],
+ * lens[r]), moving msgs and lens past it; 0 or HVD_EPROTO. The data stay
+ * in the messages. */
+int hvd__eager_decode(const struct hvd_ctx *c, struct hvd_eager_in *in,
+                      const uint8_t **msgs, size_t *lens);
+void hvd__eager_free(struct hvd_eager_in *in);
+/* Whether every rank carried response r's data: the same answer on every
+ * rank. */
+int hvd__eager_ready(const struct hvd_ctx *c, const struct hvd_eager_in *in,
+                     const struct hvd_resp *r);
+/* Computes w's result from what the ranks carried (r ready). */
+void hvd__eager_run(const struct hvd_ctx *c, const struct hvd_eager_in *in,
+                    const struct hvd_resp *r, struct hvd_work *w);
+
+#endif
