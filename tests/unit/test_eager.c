@@ -7,19 +7,9 @@
 
 #include "ctx.h"
 #include "eager.h"
+#include "neg_req.h"
 #include "negotiate.h"
 #include "transport/transport.h"
-
-static struct hvd_req req(const char *name, uint64_t count)
-{
-    return (struct hvd_req){.kind = HVD_REQ_ALLREDUCE,
-                            .dtype = HVD_FLOAT32,
-                            .op = HVD_SUM,
-                            .count = count,
-                            .name = (char *)name,
-                            .prescale = 1,
-                            .postscale = 1};
-}
 
 /* A context of two ranks whose cache knows "a" (4 floats) and "big"
  * (20 floats, 80 bytes). */

@@ -5,19 +5,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "neg_req.h"
 #include "negotiate.h"
 #include "pset.h"
-
-static struct hvd_req req(const char *name, uint64_t count)
-{
-    return (struct hvd_req){.kind = HVD_REQ_ALLREDUCE,
-                            .dtype = HVD_FLOAT32,
-                            .op = HVD_SUM,
-                            .count = count,
-                            .name = (char *)name,
-                            .prescale = 1,
-                            .postscale = 1};
-}
 
 static void free_resp(struct hvd_resp *r, size_t n)
 {
