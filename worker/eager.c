@@ -20,10 +20,15 @@ static int folds_in_rank_order(const struct hvd_ctx *c)
     return strcmp(c->tp->name, "ring") == 0 || strcmp(c->tp->name, "shm") == 0;
 }
 
+static size_t bytes_of_work(const struct hvd_work *w)
+{
+    return w->count * hvd_dtype_size(w->dtype);
+}
+
 void hvd__eager_note(struct hvd_ctx *c, struct hvd_work *w,
                      const struct hvd_req *q)
 {
-    size_t bytes = w->count * hvd_dtype_size(w->dtype);
+    size_t bytes = bytes_of_work(w);
     if (c->neager == HVD_EAGER_MAX || w->kind != HVD_OP_ALLREDUCE ||
         w->op->standin || w->device || w->compress || w->pset != 0 ||
         w->prescale != 1 || w->postscale != 1 || bytes == 0 ||
@@ -35,8 +40,7 @@ void hvd__eager_note(struct hvd_ctx *c, struct hvd_work *w,
      * requests (exec.c's GATHER_BLOCK). */
     size_t total = 4 + 4 + bytes;
     for (int i = 0; i < c->neager; i++)
-        total +=
-            4 + c->eager[i].w->count * hvd_dtype_size(c->eager[i].w->dtype);
+        total += 4 + bytes_of_work(c->eager[i].w);
     if (total > HVD_EAGER_BUDGET)
         return;
     /* Only a request all ranks cached before has an id they all know. */
@@ -68,25 +72,27 @@ static uint32_t get_u32(const uint8_t *p)
     return v;
 }
 
-int hvd__eager_encode(struct hvd_ctx *c, uint8_t **out, size_t *len)
+int hvd__eager_encode(struct hvd_ctx *c, const uint8_t *reqs, size_t reqlen,
+                      uint8_t **out, size_t *len)
 {
     size_t n = 4;
     for (int i = 0; i < c->neager; i++)
-        n += 4 + c->eager[i].w->count * hvd_dtype_size(c->eager[i].w->dtype);
-    uint8_t *p = malloc(n);
+        n += 4 + bytes_of_work(c->eager[i].w);
+    uint8_t *p = malloc(n + reqlen);
     if (p == NULL)
         return HVD_ENOMEM;
     size_t off = 4;
     for (int i = 0; i < c->neager; i++) {
         const struct hvd_work *w = c->eager[i].w;
-        size_t bytes = w->count * hvd_dtype_size(w->dtype);
         put_u32(p + off, (uint32_t)c->eager[i].id);
-        memcpy(p + off + 4, w->sendbuf, bytes);
-        off += 4 + bytes;
+        memcpy(p + off + 4, w->sendbuf, bytes_of_work(w));
+        off += 4 + bytes_of_work(w);
     }
     put_u32(p, (uint32_t)(n - 4));
+    if (reqlen > 0)
+        memcpy(p + n, reqs, reqlen);
     *out = p;
-    *len = n;
+    *len = n + reqlen;
     return 0;
 }
 
@@ -105,7 +111,6 @@ int hvd__eager_decode(const struct hvd_ctx *c, struct hvd_eager_in *in,
 {
     int n = c->size;
     memset(in, 0, sizeof(*in));
-    in->n = n;
     in->count = calloc((size_t)n, 1);
     in->ids = calloc((size_t)n, sizeof(*in->ids));
     in->data = calloc((size_t)n, sizeof(*in->data));
@@ -153,13 +158,15 @@ static const uint8_t *carried(const struct hvd_eager_in *in, int r, int32_t id)
 int hvd__eager_ready(const struct hvd_ctx *c, const struct hvd_eager_in *in,
                      const struct hvd_resp *r)
 {
+    /* Rank 0 carried nothing: the usual case for large tensors, at the
+     * cost of no lookup. */
     if (r->error || r->req.kind != HVD_REQ_ALLREDUCE || r->req.pset != 0 ||
-        in->count == NULL)
+        in->count == NULL || in->count[0] == 0)
         return 0;
     int32_t id = hvd__neg_cache_id(&c->neg, &r->req);
     if (id < 0)
         return 0;
-    for (int k = 0; k < in->n; k++)
+    for (int k = 0; k < c->size; k++)
         if (carried(in, k, id) == NULL)
             return 0;
     return 1;
@@ -173,13 +180,13 @@ void hvd__eager_run(const struct hvd_ctx *c, const struct hvd_eager_in *in,
     _Alignas(8) uint8_t wide[2 * HVD_EAGER_MAX_BYTES];
     int32_t id = hvd__neg_cache_id(&c->neg, &r->req);
     hvd_dtype acc_dt = hvd__acc_dtype(w->dtype);
-    size_t bytes = w->count * hvd_dtype_size(w->dtype);
+    size_t bytes = bytes_of_work(w);
     /* In rank order, as the TCP ring folds small tensors: the same bits
      * on every rank. The messages' data need not be aligned: copied
      * first, widened in place. */
     memcpy(acc, carried(in, 0, id), bytes);
     hvd__widen(acc, acc, w->count, w->dtype);
-    for (int k = 1; k < in->n; k++) {
+    for (int k = 1; k < c->size; k++) {
         memcpy(wide, carried(in, k, id), bytes);
         hvd__widen(wide, wide, w->count, w->dtype);
         hvd__reduce(acc, wide, w->count, acc_dt, w->op_kind);

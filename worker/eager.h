@@ -23,9 +23,8 @@ struct hvd_req;
 #define HVD_EAGER_BUDGET 160
 
 /* What the ranks carried this cycle: rank r's tensors are ids[r][k] with
- * data at data[r][k]. */
+ * data at data[r][k], for k below count[r]. */
 struct hvd_eager_in {
-    int n; /* ranks */
     uint8_t *count;
     int32_t (*ids)[HVD_EAGER_MAX];
     const uint8_t *(*data)[HVD_EAGER_MAX];
@@ -36,9 +35,10 @@ void hvd__eager_note(struct hvd_ctx *c, struct hvd_work *w,
                      const struct hvd_req *q);
 /* Forgets a part that completed. */
 void hvd__eager_forget(struct hvd_ctx *c, const struct hvd_work *w);
-/* This rank's section: u32 length, then per tensor u32 id and its data.
- * 0 or HVD_ENOMEM. */
-int hvd__eager_encode(struct hvd_ctx *c, uint8_t **out, size_t *len);
+/* This rank's message: its section (u32 length, then per tensor u32 id
+ * and its data), then the encoded requests reqs. 0 or HVD_ENOMEM. */
+int hvd__eager_encode(struct hvd_ctx *c, const uint8_t *reqs, size_t reqlen,
+                      uint8_t **out, size_t *len);
 /* Reads every rank's section from the front of its message (msgs[r],
  * lens[r]), moving msgs and lens past it; 0 or HVD_EPROTO. The data stay
  * in the messages. */

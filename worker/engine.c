@@ -345,8 +345,8 @@ static void cycle(struct hvd_ctx *c)
     struct hvd_resp *resp = NULL;
     size_t nresp = 0, *lens = calloc((size_t)c->size, sizeof(*lens));
     const uint8_t **msgs = calloc((size_t)c->size, sizeof(*msgs));
-    uint8_t *enc = NULL, *all = NULL, *pre = NULL, *msg = NULL;
-    size_t enclen = 0, prelen = 0;
+    uint8_t *enc = NULL, *all = NULL, *msg = NULL;
+    size_t enclen = 0, msglen = 0;
     struct hvd_eager_in in = {0};
     char err[HVD_ERRMSG] = "";
     int rc = HVD_ENOMEM;
@@ -386,15 +386,9 @@ static void cycle(struct hvd_ctx *c)
         goto out;
     c->nfresh = 0;
     /* The message: the small tensors' data, then the requests. */
-    if ((rc = hvd__eager_encode(c, &pre, &prelen)) != 0)
+    if ((rc = hvd__eager_encode(c, enc, enclen, &msg, &msglen)) != 0)
         goto out;
-    rc = HVD_ENOMEM;
-    if ((msg = malloc(prelen + enclen)) == NULL)
-        goto out;
-    memcpy(msg, pre, prelen);
-    memcpy(msg + prelen, enc, enclen);
-    rc =
-        hvd__exec_gather(c, msg, prelen + enclen, &all, lens, err, sizeof(err));
+    rc = hvd__exec_gather(c, msg, msglen, &all, lens, err, sizeof(err));
     if (rc)
         goto out;
     for (int r = 0; r < c->size; r++)
@@ -418,7 +412,6 @@ out:
     free(resp);
     hvd__eager_free(&in);
     free(enc);
-    free(pre);
     free(msg);
     free(all);
     free(lens);
