@@ -233,7 +233,7 @@ int hvd__coll_peer_started(struct hvd_ctx *c)
         return 0;
     if (c->tp->peer_started != NULL)
         return c->tp->peer_started(c);
-    return readable(c->ring.prev_fd) || readable(c->xring.prev_fd) ||
+    return readable(c->ring.from[0].fd) || readable(c->xring.from[0].fd) ||
            (c->shm.n > 0 && hvd__shm_peer_ahead(&c->shm));
 }
 

@@ -613,8 +613,8 @@ static void *thread_main(void *arg)
         struct pollfd p[5] = {
             {.fd = c->wake_fd, .events = POLLIN},
             {.fd = c->rdv_fd, .events = POLLIN},
-            {.fd = c->failed ? -1 : c->ring.prev_fd, .events = POLLIN},
-            {.fd = c->failed ? -1 : c->xring.prev_fd, .events = POLLIN},
+            {.fd = c->failed ? -1 : c->ring.from[0].fd, .events = POLLIN},
+            {.fd = c->failed ? -1 : c->xring.from[0].fd, .events = POLLIN},
             {.fd = c->shm.n > 0 ? c->shm.efd[c->shm.me] : -1,
              .events = POLLIN}};
         c->parked = 1;

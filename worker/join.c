@@ -224,56 +224,89 @@ static void describe(char *out, size_t len, const struct hvd_rdv_peers *pt,
     snprintf(out, len, "rank %d (host %s)", rank, pt->peers[rank].host);
 }
 
-/* Connecting first cannot deadlock: the kernel completes it from the
- * listen queue. */
-int hvd__join_ring(struct hvd_ctx *c, struct hvd_ring *r, int cross, int next,
-                   int prev, const struct hvd_link *l, char *err, size_t errlen)
+/* Member i of a ring, as a global rank. */
+static int member(const int *global, int n, int i)
 {
-    uint8_t hello[8 + HVD_MAC_LEN], got[8 + HVD_MAC_LEN], ack = 'K';
+    i = (i % n + n) % n;
+    return global ? global[i] : i;
+}
+
+/* Connecting first cannot deadlock: the kernel completes it from the
+ * listen queue. Then the links from behind are taken in any order. */
+int hvd__join_ring(struct hvd_ctx *c, struct hvd_ring *r, int cross,
+                   const int *global, const struct hvd_link *l, char *err,
+                   size_t errlen)
+{
+    uint8_t hello[HVD_RING_LINKS][8 + HVD_MAC_LEN], got[8 + HVD_MAC_LEN];
+    uint8_t ack = 'K';
     uint32_t magic = cross ? CROSS_MAGIC : PEER_MAGIC;
     const struct hvd_rdv_peers *pt = l->pt;
     int64_t deadline = l->deadline;
-    int lfd = l->lfd, rc;
+    int n = r->size, me = member(global, n, r->rank), rc, missing = 0;
 
-    describe(r->next_desc, sizeof(r->next_desc), pt, next);
-    describe(r->prev_desc, sizeof(r->prev_desc), pt, prev);
-    r->next_fd = hvd__sock_connect(pt->peers[next].addr,
+    r->nlinks = 1;
+    while (n >= 4 && r->nlinks < HVD_RING_LINKS && (1 << r->nlinks) < n)
+        r->nlinks++;
+    for (int k = 0; k < r->nlinks; k++) {
+        struct hvd_chan *to = &r->to[k];
+        int next = member(global, n, r->rank + (1 << k));
+        int prev = member(global, n, r->rank - (1 << k));
+        describe(to->desc, sizeof(to->desc), pt, next);
+        describe(r->from[k].desc, sizeof(r->from[k].desc), pt, prev);
+        to->fd = hvd__sock_connect(pt->peers[next].addr,
                                    (int)pt->peers[next].port, deadline);
-    if (r->next_fd < 0) {
-        rc = r->next_fd;
-        snprintf(err, errlen, "cannot connect to %s at %s:%u: %s", r->next_desc,
-                 pt->peers[next].addr, pt->peers[next].port, strerror(errno));
-        return rc;
+        if (to->fd < 0) {
+            snprintf(err, errlen, "cannot connect to %s at %s:%u: %s", to->desc,
+                     pt->peers[next].addr, pt->peers[next].port,
+                     strerror(errno));
+            return to->fd;
+        }
+        if ((rc = peer_hello(c, magic, (uint32_t)me, (uint32_t)next,
+                             hello[k])) ||
+            (rc = hvd__sock_send_all(to->fd, hello[k], sizeof(hello[k]),
+                                     deadline))) {
+            snprintf(err, errlen, "cannot greet %s", to->desc);
+            return rc;
+        }
+        /* From now on hello[k] is the one expected from prev. */
+        if ((rc = peer_hello(c, magic, (uint32_t)prev, (uint32_t)me, hello[k])))
+            return rc;
+        missing++;
     }
-    if ((rc = peer_hello(c, magic, (uint32_t)c->rank, (uint32_t)next, hello)) ||
-        (rc = hvd__sock_send_all(r->next_fd, hello, sizeof(hello), deadline))) {
-        snprintf(err, errlen, "cannot greet %s", r->next_desc);
-        return rc;
-    }
-    if ((rc = peer_hello(c, magic, (uint32_t)prev, (uint32_t)c->rank, hello)))
-        return rc;
-    while (r->prev_fd < 0) {
-        int fd = hvd__sock_accept(lfd, deadline);
+    while (missing > 0) {
+        int fd = hvd__sock_accept(l->lfd, deadline), k = 0;
         if (fd < 0) {
-            snprintf(err, errlen, "%s did not connect", r->prev_desc);
+            for (k = 0; r->from[k].fd >= 0; k++)
+                ;
+            snprintf(err, errlen, "%s did not connect", r->from[k].desc);
             return fd;
         }
-        /* Anyone can knock; only the previous rank, proving the secret,
-         * gets in. */
-        if (hvd__sock_recv_all(fd, got, sizeof(got), deadline) == 0 &&
-            hvd_mac_equal(got + 8, hello + 8) && memcmp(got, hello, 8) == 0 &&
-            hvd__sock_send_all(fd, &ack, 1, deadline) == 0)
-            r->prev_fd = fd;
+        /* Anyone can knock; only a rank behind, proving the secret, gets
+         * in. */
+        if (hvd__sock_recv_all(fd, got, sizeof(got), deadline) == 0)
+            while (k < r->nlinks && (r->from[k].fd >= 0 ||
+                                     !hvd_mac_equal(got + 8, hello[k] + 8) ||
+                                     memcmp(got, hello[k], 8) != 0))
+                k++;
         else
+            k = r->nlinks;
+        if (k < r->nlinks && hvd__sock_send_all(fd, &ack, 1, deadline) == 0) {
+            r->from[k].fd = fd;
+            missing--;
+        } else {
             close(fd);
+        }
     }
-    rc = hvd__sock_recv_all(r->next_fd, &ack, 1, deadline);
-    if (rc) {
-        snprintf(err, errlen, "%s did not accept our connection", r->next_desc);
-        return rc;
+    for (int k = 0; k < r->nlinks; k++) {
+        rc = hvd__sock_recv_all(r->to[k].fd, &ack, 1, deadline);
+        if (rc) {
+            snprintf(err, errlen, "%s did not accept our connection",
+                     r->to[k].desc);
+            return rc;
+        }
+        hvd__sock_tune(r->to[k].fd, c->peer_timeout_s);
+        hvd__sock_tune(r->from[k].fd, c->peer_timeout_s);
     }
-    hvd__sock_tune(r->next_fd, c->peer_timeout_s);
-    hvd__sock_tune(r->prev_fd, c->peer_timeout_s);
     return 0;
 }
 

@@ -28,10 +28,12 @@ struct hvd_link {
     const struct hvd_rdv_peers *pt; /* every rank's address and host */
     int64_t deadline;               /* hvd__now_ms() clock */
 };
-/* Connects ring r to global rank next and accepts global rank prev, with
- * the hellos of the ring of every rank or (cross) of host leaders. */
-int hvd__join_ring(struct hvd_ctx *c, struct hvd_ring *r, int cross, int next,
-                   int prev, const struct hvd_link *l, char *err,
+/* Connects ring r (r->rank and r->size set) with the hellos of the ring of
+ * every rank or (cross) of host leaders: member i of the ring is global
+ * rank global[i] (NULL: i). Each member connects to the next one and, in
+ * rings of 4 or more, to the ones 2, 4, 8, ... ahead (Bruck's links). */
+int hvd__join_ring(struct hvd_ctx *c, struct hvd_ring *r, int cross,
+                   const int *global, const struct hvd_link *l, char *err,
                    size_t errlen);
 /* Sets up shared memory among this host's ranks, if it has more than one. */
 int hvd__join_shm(struct hvd_ctx *c, const struct hvd_link *l, char *err,

@@ -57,9 +57,10 @@ def marked_processes():
 
 class TransportTest(unittest.TestCase):
 
-    def collcheck(self, np, **env):
+    def collcheck(self, np, *wrapper, **env):
         e = dict(os.environ, **env)
-        p, _ = run([HR, "-np", str(np), "--log-level", "debug", CHECK], e)
+        p, _ = run([HR, "-np", str(np), "--log-level", "debug", *wrapper,
+                    CHECK], e)
         self.assertEqual(p.returncode, 0, p.stdout[-3000:] + p.stderr)
         done = DONE_RE.findall(p.stdout)
         self.assertEqual(sorted(int(r) for r, _, _, _ in done),
@@ -77,12 +78,15 @@ class TransportTest(unittest.TestCase):
         names = set(t for _, t in NAME_RE.findall(p.stdout))
         self.assertEqual(len(names), 1, p.stdout[-3000:])
         self.assertTrue(transports[0].startswith(
-            {"shm": "shared memory", "ring": "TCP ring"}[names.pop()]),
+            {"shm": "shared memory", "ring": "TCP ring",
+             "hier": "hierarchical"}[names.pop()]),
             transports)
         return transports, hashes
 
     def test_shared_memory_gives_the_tcp_rings_bits(self):
-        for np in (2, 3, 4):
+        # From 4 ranks the ring's small gathers take Bruck's links; 6 is
+        # not a power of two, so some of its steps wrap around.
+        for np in (2, 3, 4, 6):
             with self.subTest(np=np):
                 shm, shm_hashes = self.collcheck(np)
                 for r, t in shm.items():
@@ -94,6 +98,20 @@ class TransportTest(unittest.TestCase):
                 # Random floats, where the order of additions shows: the
                 # same bits on both transports.
                 self.assertEqual(shm_hashes, tcp_hashes)
+
+    def test_hierarchical_among_five_hosts(self):
+        # Host names given per rank make five hosts of one machine: two
+        # ranks share memory on h0, one rank on each of h1..h4, and the
+        # five leaders form a TCP ring that gathers over Bruck's links.
+        fake = ('r=$HOROVOD_RANK; [ "$r" -lt 2 ] && h=h0 || h=h$((r - 1)); '
+                'HOROVOD_HOSTNAME=$h exec "$0"')
+        transports, _ = self.collcheck(6, "sh", "-c", fake)
+        self.assertEqual(transports[0], "hierarchical (5 hosts; shared "
+                         "memory among 2 ranks on this host; leader on the "
+                         "TCP ring of hosts)")
+        self.assertEqual(transports[5], "hierarchical (5 hosts; the only "
+                         "rank on this host; leader on the TCP ring of "
+                         "hosts)")
 
     def test_nothing_is_left_behind(self):
         # libhvd's segment is an anonymous memfd, so nothing should ever

@@ -25,10 +25,8 @@ static int hier_connect(struct hvd_ctx *c, const struct hvd_link *l, char *err,
     int rc = hvd__join_shm(c, l, err, errlen);
     if (rc || !is_leader(c))
         return rc;
-    int nh = t->nhosts, h = t->host;
-    hvd__ring_init(&c->xring, h, nh);
-    return hvd__join_ring(c, &c->xring, 1, t->first[(h + 1) % nh],
-                          t->first[(h + nh - 1) % nh], l, err, errlen);
+    hvd__ring_init(&c->xring, t->host, t->nhosts);
+    return hvd__join_ring(c, &c->xring, 1, t->first, l, err, errlen);
 }
 
 /* Within the host into the leader's accumulator (unfinished), across

@@ -25,6 +25,10 @@
 /* Tensors up to this many accumulator bytes are gathered whole rather than
  * reduce-scattered: fewer steps matter more than bytes for them. */
 #define RING_SMALL (32u * 1024)
+/* Allgathers of at most this many bytes in all take Bruck's ceil(log2 n)
+ * steps over the ring's skip links rather than the ring's n-1: for small
+ * blocks the steps cost, not the bytes. */
+#define RING_BRUCK_MAX (512u * 1024)
 
 struct step {
     uint8_t *ptr;
@@ -50,21 +54,25 @@ void hvd__ring_init(struct hvd_ring *r, int rank, int size)
     memset(r, 0, sizeof(*r));
     r->rank = rank;
     r->size = size;
-    r->next_fd = r->prev_fd = -1;
+    for (int k = 0; k < HVD_RING_LINKS; k++)
+        r->to[k].fd = r->from[k].fd = -1;
 }
 
 void hvd__ring_close(struct hvd_ring *r)
 {
     if (r == NULL)
         return;
-    if (r->next_fd >= 0)
-        close(r->next_fd);
-    if (r->prev_fd >= 0)
-        close(r->prev_fd);
+    for (int k = 0; k < HVD_RING_LINKS; k++) {
+        if (r->to[k].fd >= 0)
+            close(r->to[k].fd);
+        if (r->from[k].fd >= 0)
+            close(r->from[k].fd);
+        r->to[k].fd = r->from[k].fd = -1;
+    }
+    r->nlinks = 0;
     free(r->stage);
     free(r->acc);
     r->stage = r->acc = NULL;
-    r->next_fd = r->prev_fd = -1;
 }
 
 static int peer_error(const char *desc, ssize_t n, char *err, size_t errlen)
@@ -96,9 +104,11 @@ static size_t send_allowed(const struct sched *sc, int si, int ri, size_t rdone)
     return 0;
 }
 
-static int run(struct hvd_ring *r, const struct sched *sc, char *err,
+/* Runs sc on link k: sends to rank + 2^k, receives from rank - 2^k. */
+static int run(struct hvd_ring *r, int k, const struct sched *sc, char *err,
                size_t errlen)
 {
+    const struct hvd_chan *to = &r->to[k], *from = &r->from[k];
     int si = 0, ri = 0;
     size_t sbytes = 0, rbytes = 0, rdone = 0, held = 0;
     int64_t moved_ms = hvd__now_ms();
@@ -122,13 +132,13 @@ static int run(struct hvd_ring *r, const struct sched *sc, char *err,
         int progress = 0;
         size_t allowed = si < sc->nsend ? send_allowed(sc, si, ri, rdone) : 0;
         if (allowed > sbytes) {
-            ssize_t n = send(r->next_fd, sc->send[si].ptr + sbytes,
+            ssize_t n = send(to->fd, sc->send[si].ptr + sbytes,
                              allowed - sbytes, MSG_NOSIGNAL | MSG_DONTWAIT);
             if (n > 0) {
                 sbytes += (size_t)n;
                 progress = 1;
             } else if (n < 0 && errno != EAGAIN && errno != EINTR) {
-                return peer_error(r->next_desc, n, err, errlen);
+                return peer_error(to->desc, n, err, errlen);
             }
         }
         if (ri < sc->nrecv) {
@@ -138,7 +148,7 @@ static int run(struct hvd_ring *r, const struct sched *sc, char *err,
             size_t want = total - rbytes;
             if (!s->direct && want > r->stage_cap - held)
                 want = r->stage_cap - held;
-            ssize_t n = recv(r->prev_fd, dst, want, MSG_DONTWAIT);
+            ssize_t n = recv(from->fd, dst, want, MSG_DONTWAIT);
             if (n > 0) {
                 rbytes += (size_t)n;
                 progress = 1;
@@ -155,7 +165,7 @@ static int run(struct hvd_ring *r, const struct sched *sc, char *err,
                     }
                 }
             } else if (n == 0 || (errno != EAGAIN && errno != EINTR)) {
-                return peer_error(r->prev_desc, n, err, errlen);
+                return peer_error(from->desc, n, err, errlen);
             }
         }
         if (progress) {
@@ -176,9 +186,9 @@ static int run(struct hvd_ring *r, const struct sched *sc, char *err,
         int np = 0;
         p[np++] = (struct pollfd){.fd = hvd__abort_fd(r->ab), .events = POLLIN};
         if (allowed > sbytes)
-            p[np++] = (struct pollfd){.fd = r->next_fd, .events = POLLOUT};
+            p[np++] = (struct pollfd){.fd = to->fd, .events = POLLOUT};
         if (ri < sc->nrecv)
-            p[np++] = (struct pollfd){.fd = r->prev_fd, .events = POLLIN};
+            p[np++] = (struct pollfd){.fd = from->fd, .events = POLLIN};
         int timeout = hvd__poll_timeout(
             r->ab ? r->ab->deadline : 0,
             r->progress_ms > 0 ? moved_ms + r->progress_ms : 0, -1);
@@ -196,7 +206,7 @@ static int run(struct hvd_ring *r, const struct sched *sc, char *err,
                      "no progress for %d s waiting for %s (it, or a rank "
                      "before it, is stopped or hung)",
                      (r->progress_ms + 999) / 1000,
-                     ri < sc->nrecv ? r->prev_desc : r->next_desc);
+                     ri < sc->nrecv ? from->desc : to->desc);
             return HVD_ETIMEDOUT;
         }
     }
@@ -377,7 +387,7 @@ int hvd__ring_reduce_segs(struct hvd_ring *r, const void *sendbuf,
     struct ar_ctx ctx = {r,  src,    acc, out,        aes,  es,
                          dt, acc_dt, op,  acc != src, first};
     struct sched sc = {send, steps, recv, steps, ar_process, &ctx};
-    rc = run(r, &sc, err, errlen);
+    rc = run(r, 0, &sc, err, errlen);
 #undef SEG_FIRST
 #undef SEG_COUNT
 out:
@@ -400,7 +410,46 @@ int hvd__ring_broadcast(struct hvd_ring *r, void *buf, size_t bytes, int root,
     struct step send = {buf, 1, bytes, r->rank == root ? -1 : 0, 0};
     int forward = (r->rank + 1) % r->size != root;
     struct sched sc = {&send, forward, &recv, r->rank != root, NULL, NULL};
-    return run(r, &sc, err, errlen);
+    return run(r, 0, &sc, err, errlen);
+}
+
+/* The m blocks first, first+1, ... (mod n) of out as receive-ready
+ * steps: one, or two where the run wraps past the last block. */
+static int block_steps(uint8_t *out, const size_t *off, const size_t *bytes,
+                       int n, int first, int m, struct step *st)
+{
+    int ns = 0;
+    first = (first % n + n) % n;
+    while (m > 0) {
+        int len = first + m <= n ? m : n - first;
+        size_t end = off[first + len - 1] + bytes[first + len - 1];
+        st[ns++] = (struct step){out + off[first], 1, end - off[first], -1, 1};
+        m -= len;
+        first = 0;
+    }
+    return ns;
+}
+
+/*
+ * Bruck's allgather: in step k each rank, holding the 2^k blocks that end
+ * at its own, sends them on link k to rank + 2^k and gets as many from
+ * rank - 2^k (fewer in the last step, just the ones still missing).
+ */
+static int bruck_allgatherv(struct hvd_ring *r, uint8_t *out, const size_t *off,
+                            const size_t *bytes, char *err, size_t errlen)
+{
+    int n = r->size, rank = r->rank;
+    for (int k = 0, d = 1; d < n; k++, d *= 2) {
+        int m = d < n - d ? d : n - d;
+        struct step send[2], recv[2];
+        struct sched sc = {send, 0, recv, 0, NULL, NULL};
+        sc.nsend = block_steps(out, off, bytes, n, rank - m + 1, m, send);
+        sc.nrecv = block_steps(out, off, bytes, n, rank - d - m + 1, m, recv);
+        int rc = run(r, k, &sc, err, errlen);
+        if (rc)
+            return rc;
+    }
+    return 0;
 }
 
 int hvd__ring_allgatherv(struct hvd_ring *r, const void *sendbuf, void *recvbuf,
@@ -421,13 +470,18 @@ int hvd__ring_allgatherv(struct hvd_ring *r, const void *sendbuf, void *recvbuf,
         off[i] = off[i - 1] + bytes[i - 1];
     if (bytes[rank] > 0 && out + off[rank] != sendbuf)
         memcpy(out + off[rank], sendbuf, bytes[rank]);
+    if (n >= 4 && (1 << r->nlinks) >= n &&
+        off[n - 1] + bytes[n - 1] <= RING_BRUCK_MAX) {
+        rc = bruck_allgatherv(r, out, off, bytes, err, errlen);
+        goto out;
+    }
     for (int s = 0; s < n - 1; s++) {
         int sb = ((rank - s) % n + n) % n, rb = ((rank - s - 1) % n + n) % n;
         send[s] = (struct step){out + off[sb], 1, bytes[sb], s - 1, 0};
         recv[s] = (struct step){out + off[rb], 1, bytes[rb], -1, 1};
     }
     struct sched sc = {send, n - 1, recv, n - 1, NULL, NULL};
-    rc = run(r, &sc, err, errlen);
+    rc = run(r, 0, &sc, err, errlen);
 out:
     free(off);
     free(send);
@@ -440,8 +494,7 @@ out:
 static int tcp_connect(struct hvd_ctx *c, const struct hvd_link *l, char *err,
                        size_t errlen)
 {
-    return hvd__join_ring(c, &c->ring, 0, (c->rank + 1) % c->size,
-                          (c->rank + c->size - 1) % c->size, l, err, errlen);
+    return hvd__join_ring(c, &c->ring, 0, NULL, l, err, errlen);
 }
 
 static int tcp_allreduce(struct hvd_ctx *c, const void *sendbuf, void *recvbuf,

@@ -10,13 +10,25 @@
 #include "include/hvd.h"
 #include "wait.h"
 
+/* Links at distances 1, 2, 4, ... 2^15 around the ring. */
+#define HVD_RING_LINKS 16
+
+/* One connection of the ring. */
+struct hvd_chan {
+    int fd;        /* -1 when not connected */
+    char desc[96]; /* "rank 3 (host a)", for messages */
+};
+
 struct hvd_ring {
     int rank;
     int size;
-    int next_fd;        /* to rank + 1; -1 when size is 1 */
-    int prev_fd;        /* from rank - 1 */
-    char next_desc[96]; /* "rank 3 (host a)", for messages */
-    char prev_desc[96];
+    /* to[k] goes to rank + 2^k and from[k] comes from rank - 2^k. Link 0
+     * is the ring itself (to[0] and from[0] are -1 when size is 1); the
+     * others, for Bruck's allgather, exist when size is at least 4 and
+     * nlinks reaches every distance below size. */
+    struct hvd_chan to[HVD_RING_LINKS];
+    struct hvd_chan from[HVD_RING_LINKS];
+    int nlinks;
     struct hvd_abort *ab; /* heard while a collective waits (may be NULL) */
     int spin_us;          /* busy-poll this long before sleeping in poll */
     /* A collective that moves no byte for this long fails (0: never). */
