@@ -313,6 +313,10 @@ int hvd__api_set(struct hvd_ctx *c, const char *what, int root, int *n, int *me)
     return rc ? fail(rc, msg) : g_pset;
 }
 
+/* Set while a synchronous call (hvd_allreduce, ...) starts its work: its
+ * caller waits at once, so the engine leaves the work to it (engine.c). */
+static _Thread_local int t_sync;
+
 /* Hands op to the background thread (or runs it here, for a job of one). */
 int hvd__api_start(struct hvd_request *op, hvd_handle *handle)
 {
@@ -335,6 +339,7 @@ int hvd__api_start(struct hvd_request *op, hvd_handle *handle)
         }
     }
     *handle = op;
+    op->sync |= t_sync;
     if (!c->standalone) {
         hvd__engine_submit(c, op);
         return 0;
@@ -681,15 +686,24 @@ HVD_EXPORT int hvd_grouped_allgather_async(const void *const *sendbufs,
     return hvd__api_start(o, handle);
 }
 
+/* The end of a synchronous call, which started its _async twin with
+ * t_sync set. */
+static int wait_sync(int rc, hvd_handle h)
+{
+    t_sync = 0;
+    return rc ? rc : hvd_wait(h);
+}
+
 HVD_EXPORT int hvd_grouped_allgather(const void *const *sendbufs,
                                      const size_t *counts, int n,
                                      hvd_dtype dtype, void **recvbufs,
                                      size_t *recvcounts, const char *name)
 {
     hvd_handle h;
+    t_sync = 1;
     int rc = hvd_grouped_allgather_async(sendbufs, counts, n, dtype, recvbufs,
                                          recvcounts, name, &h);
-    return rc ? rc : hvd_wait(h);
+    return wait_sync(rc, h);
 }
 
 HVD_EXPORT int hvd_poll(hvd_handle handle)
@@ -719,25 +733,28 @@ HVD_EXPORT int hvd_allreduce(const void *sendbuf, void *recvbuf, size_t count,
                              hvd_dtype dtype, hvd_op op, const char *name)
 {
     hvd_handle h;
+    t_sync = 1;
     int rc = hvd_allreduce_async(sendbuf, recvbuf, count, dtype, op, name, &h);
-    return rc ? rc : hvd_wait(h);
+    return wait_sync(rc, h);
 }
 
 HVD_EXPORT int hvd_broadcast(void *buf, size_t count, hvd_dtype dtype, int root,
                              const char *name)
 {
     hvd_handle h;
+    t_sync = 1;
     int rc = hvd_broadcast_async(buf, count, dtype, root, name, &h);
-    return rc ? rc : hvd_wait(h);
+    return wait_sync(rc, h);
 }
 
 HVD_EXPORT int hvd_allgather(const void *sendbuf, size_t count, hvd_dtype dtype,
                              void **recvbuf, size_t *counts, const char *name)
 {
     hvd_handle h;
+    t_sync = 1;
     int rc =
         hvd_allgather_async(sendbuf, count, dtype, recvbuf, counts, name, &h);
-    return rc ? rc : hvd_wait(h);
+    return wait_sync(rc, h);
 }
 
 HVD_EXPORT int hvd_reducescatter(const void *sendbuf, void *recvbuf,
@@ -746,9 +763,10 @@ HVD_EXPORT int hvd_reducescatter(const void *sendbuf, void *recvbuf,
                                  const hvd_allreduce_opts *opts)
 {
     hvd_handle h;
+    t_sync = 1;
     int rc = hvd_reducescatter_async(sendbuf, recvbuf, count, row, dtype, op,
                                      name, opts, &h);
-    return rc ? rc : hvd_wait(h);
+    return wait_sync(rc, h);
 }
 
 HVD_EXPORT int hvd_alltoall(const void *sendbuf, const size_t *sendcounts,
@@ -756,9 +774,10 @@ HVD_EXPORT int hvd_alltoall(const void *sendbuf, const size_t *sendcounts,
                             const char *name)
 {
     hvd_handle h;
+    t_sync = 1;
     int rc = hvd_alltoall_async(sendbuf, sendcounts, dtype, recvbuf, recvcounts,
                                 name, &h);
-    return rc ? rc : hvd_wait(h);
+    return wait_sync(rc, h);
 }
 
 HVD_EXPORT int hvd_grouped_allreduce(const void *const *sendbufs,
@@ -768,9 +787,10 @@ HVD_EXPORT int hvd_grouped_allreduce(const void *const *sendbufs,
                                      const char *name)
 {
     hvd_handle h;
+    t_sync = 1;
     int rc = hvd_grouped_allreduce_async(sendbufs, recvbufs, counts, n, dtype,
                                          op, name, &h);
-    return rc ? rc : hvd_wait(h);
+    return wait_sync(rc, h);
 }
 
 HVD_EXPORT int hvd_barrier(void)
@@ -781,6 +801,7 @@ HVD_EXPORT int hvd_barrier(void)
     if (rc)
         return rc;
     o->parts[0].kind = HVD_OP_BARRIER;
+    o->sync = 1;
     rc = hvd__api_start(o, &h);
     return rc ? rc : hvd_wait(h);
 }

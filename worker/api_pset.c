@@ -26,6 +26,7 @@ static int run(struct hvd_ctx *c, const char *what, enum hvd_op_kind kind,
     w->count = n;
     w->root = root;
     snprintf(w->name, sizeof(w->name), "%s", name);
+    op->sync = 1;
     int rc = hvd__api_start(op, &h);
     if (rc == 0)
         rc = hvd__engine_wait(c, op);

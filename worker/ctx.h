@@ -86,6 +86,7 @@ struct hvd_request {
     char err[HVD_ERRMSG];
     int left;     /* parts not finished; the background thread's */
     int shutdown; /* not a collective: stop the background thread */
+    int sync;     /* a synchronous call: its caller waits for it at once */
     /* Not a collective either: start the timeline in tl_path (replacing
      * the one running) or, when tl_path is NULL, stop it. */
     int timeline;
@@ -126,10 +127,13 @@ struct hvd_ctx {
      * collective (engine.c's run_inline). Everything from here to the end
      * but what mu guards is its holder's. */
     pthread_mutex_t run_mu;
-    int inline_ok; /* callers may run the engine (not under MPI) */
-    int parked;    /* the background thread sleeps without run_mu */
+    int inline_ok;  /* callers may run the engine (not under MPI) */
+    int parked;     /* the background thread sleeps without run_mu */
+    int peers_wake; /* and the other ranks' cycles wake it */
     /* Until when a caller that ran the engine counts as about to again. */
     _Atomic int64_t inline_until_us;
+    /* Callers asleep until the background thread finishes their work. */
+    _Atomic int nwaiting;
     struct hvd_request *stop; /* a shutdown request taken */
     int wake_fd;              /* eventfd: new work for the idle thread */
     _Atomic int pending;      /* work queued and not yet taken */

@@ -532,13 +532,19 @@ static void kick(struct hvd_ctx *c)
 #define INLINE_WINDOW_US 1000
 #define INLINE_GRACE_US 30
 
+/* Whether a caller ran the engine lately. */
+static int callers_run(struct hvd_ctx *c)
+{
+    return hvd__now_us() < atomic_load(&c->inline_until_us);
+}
+
 /* Woken by another rank's cycle while callers run the engine: lets a
  * caller about to submit take that cycle on its own thread, instead of
  * this thread taking it and the caller waiting for this thread. Only the
  * failure channel cuts the pause short. */
 static void defer_to_caller(struct hvd_ctx *c)
 {
-    if (hvd__now_us() >= atomic_load(&c->inline_until_us))
+    if (!callers_run(c) || atomic_load(&c->nwaiting) > 0)
         return;
     struct pollfd q = {.fd = c->rdv_fd, .events = POLLIN};
     struct timespec grace = {0, INLINE_GRACE_US * 1000};
@@ -573,22 +579,32 @@ static void *thread_main(void *arg)
          * peer's cycle, a failure, or our own next cycle is due. After a
          * sleep that ended with nothing to do (a timeout; under MPI, a look
          * for bells; a caller's collective run on its own thread) there is
-         * no burst of activity to catch: sleep again at once. */
+         * no burst of activity to catch: sleep again at once. While
+         * callers run the engine, sleep at once too, so that the next
+         * caller finds the engine free. */
         struct hvd_spin spin = {0};
-        while (c->spin_us > 0 && !quiet && atomic_load(&c->pending) == 0 &&
+        while (c->spin_us > 0 && !quiet && !callers_run(c) &&
+               atomic_load(&c->pending) == 0 &&
                !(c->nfresh > 0 && hvd__now_us() >= due) &&
                !hvd__coll_peer_started(c) &&
                hvd__spin_spent(&spin) < c->spin_us)
             ;
         if (atomic_load(&c->pending) > 0 || hvd__coll_peer_started(c))
             continue;
-        set_asleep(c, 1);
+        /* While callers run the engine, the other ranks' cycles need not
+         * wake this thread (in shared memory or on a ring socket): the
+         * callers take those, and the thread looks again when the window
+         * closes. */
+        int64_t watch = atomic_load(&c->inline_until_us) - now;
+        c->peers_wake = watch <= 0;
+        atomic_store(&c->sleeping, 1);
+        hvd__shm_set_sleeping(&c->shm, c->peers_wake);
         if (atomic_load(&c->pending) > 0 || hvd__coll_peer_started(c)) {
             set_asleep(c, 0);
             continue;
         }
-        int64_t timeout = -1; /* microseconds */
-        if (c->nfresh > 0)
+        int64_t timeout = c->peers_wake ? -1 : watch; /* microseconds */
+        if (c->nfresh > 0 && (timeout < 0 || timeout > due - now))
             timeout = due > now ? due - now : 0;
         /* Rank 0 looks for stalls every second while names wait; every
          * rank wakes for its heartbeat. */
@@ -608,13 +624,14 @@ static void *thread_main(void *arg)
         int64_t idle = hvd__coll_idle_us(c);
         if (idle >= 0 && (timeout < 0 || timeout > idle))
             timeout = idle;
+        int rings = !c->failed && c->peers_wake;
         struct timespec ts = {(time_t)(timeout / 1000000),
                               (long)(timeout % 1000000) * 1000};
         struct pollfd p[5] = {
             {.fd = c->wake_fd, .events = POLLIN},
             {.fd = c->rdv_fd, .events = POLLIN},
-            {.fd = c->failed ? -1 : c->ring.from[0].fd, .events = POLLIN},
-            {.fd = c->failed ? -1 : c->xring.from[0].fd, .events = POLLIN},
+            {.fd = rings ? c->ring.from[0].fd : -1, .events = POLLIN},
+            {.fd = rings ? c->xring.from[0].fd : -1, .events = POLLIN},
             {.fd = c->shm.n > 0 ? c->shm.efd[c->shm.me] : -1,
              .events = POLLIN}};
         c->parked = 1;
@@ -650,8 +667,9 @@ static void *thread_main(void *arg)
  * are due, spinning briefly for the other ranks to start theirs, and
  * stops when op is done or nothing is left to run now. Then the engine
  * goes back to the sleeping thread as that thread left it (asleep for the
- * other local ranks too), or the thread is woken when there is work for
- * it or its sleep needs a new timeout. Called with run_mu held.
+ * other local ranks too, or not while callers run it), or the thread is woken
+ * when there is work for it or its sleep needs a new timeout. Called with
+ * run_mu held.
  */
 static void run_inline(struct hvd_ctx *c, struct hvd_request *op)
 {
@@ -683,8 +701,9 @@ static void run_inline(struct hvd_ctx *c, struct hvd_request *op)
         kick(c);
         return;
     }
-    hvd__shm_set_sleeping(&c->shm, 1);
-    if (atomic_load(&c->pending) > 0 || hvd__coll_peer_started(c))
+    hvd__shm_set_sleeping(&c->shm, c->peers_wake);
+    if (atomic_load(&c->pending) > 0 ||
+        (c->peers_wake && hvd__coll_peer_started(c)))
         kick(c);
 }
 
@@ -757,6 +776,18 @@ int hvd__engine_start(struct hvd_ctx *c)
     return 0;
 }
 
+/* Whether op's waiter may run the engine itself: host buffers only, and
+ * not the requests that the background thread alone carries out. */
+static int may_run_inline(const struct hvd_ctx *c, const struct hvd_request *op)
+{
+    if (!c->inline_ok || op->shutdown || op->timeline)
+        return 0;
+    for (int i = 0; i < op->nparts; i++)
+        if (op->parts[i].device)
+            return 0;
+    return 1;
+}
+
 void hvd__engine_submit(struct hvd_ctx *c, struct hvd_request *op)
 {
     atomic_store(&op->done, 0);
@@ -770,32 +801,28 @@ void hvd__engine_submit(struct hvd_ctx *c, struct hvd_request *op)
     c->tail = op;
     atomic_fetch_add(&c->pending, 1);
     pthread_mutex_unlock(&c->mu);
-    if (atomic_load(&c->sleeping))
+    /* A synchronous call's caller takes the sleeping engine itself. */
+    if (atomic_load(&c->sleeping) && !(op->sync && may_run_inline(c, op)))
         kick(c);
-}
-
-/* Whether op's waiter may run the engine itself: host buffers only, and
- * not the requests that the background thread alone carries out. */
-static int may_run_inline(const struct hvd_ctx *c, const struct hvd_request *op)
-{
-    if (!c->inline_ok || op->shutdown || op->timeline)
-        return 0;
-    for (int i = 0; i < op->nparts; i++)
-        if (op->parts[i].device)
-            return 0;
-    return 1;
 }
 
 int hvd__engine_wait(struct hvd_ctx *c, struct hvd_request *op)
 {
-    if (!atomic_load(&op->done) && may_run_inline(c, op) &&
-        pthread_mutex_trylock(&c->run_mu) == 0) {
-        run_inline(c, op);
-        pthread_mutex_unlock(&c->run_mu);
+    if (!atomic_load(&op->done) && may_run_inline(c, op)) {
+        if (pthread_mutex_trylock(&c->run_mu) == 0) {
+            run_inline(c, op);
+            pthread_mutex_unlock(&c->run_mu);
+        } else if (op->sync) {
+            /* Its submit left it to this caller, but the engine was not
+             * free: the thread may have been on its way to sleep. */
+            kick(c);
+        }
     }
     pthread_mutex_lock(&c->mu);
+    atomic_fetch_add(&c->nwaiting, 1);
     while (!atomic_load(&op->done))
         pthread_cond_wait(&c->cv, &c->mu);
+    atomic_fetch_sub(&c->nwaiting, 1);
     pthread_mutex_unlock(&c->mu);
     return op->rc;
 }
