@@ -37,7 +37,7 @@ ASAN_OPTIONS=detect_leaks=1 \
 echo "== ThreadSanitizer"
 setup build-tsan -Dwerror=true -Dtests=enabled -Db_sanitize=thread \
     -Db_lundef=false
-TSAN_OPTIONS=halt_on_error=1 \
+TSAN_OPTIONS=halt_on_error=1 HVD_TEST_TSAN=1 \
     meson test -C build-tsan --print-errorlogs runtime transport device \
     gloo_store
 

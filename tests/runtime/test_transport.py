@@ -18,6 +18,11 @@ DONE_RE = re.compile(r"collcheck: rank (\d+) of (\d+): (\d+) checks, "
                      r"(\d+) failures")
 TRANSPORT_RE = re.compile(r"hvd: debug: rank (\d+): transport: (.*)")
 NAME_RE = re.compile(r"collcheck: rank (\d+) transport (\S+)")
+# scripts/test.sh's ThreadSanitizer pass: the jobs that only add ranks to
+# single-threaded data movement (Bruck's links) are left to the first pass,
+# where they take seconds rather than a minute.
+UNDER_TSAN = os.environ.get("HVD_TEST_TSAN") == "1"
+BRUCK_SKIP = "Bruck's links: run in the first pass, not under TSan"
 
 
 def run(args, env=None, timeout=240):
@@ -86,7 +91,7 @@ class TransportTest(unittest.TestCase):
     def test_shared_memory_gives_the_tcp_rings_bits(self):
         # From 4 ranks the ring's small gathers take Bruck's links; 6 is
         # not a power of two, so some of its steps wrap around.
-        for np in (2, 3, 4, 6):
+        for np in (2, 3, 4) if UNDER_TSAN else (2, 3, 4, 6):
             with self.subTest(np=np):
                 shm, shm_hashes = self.collcheck(np)
                 for r, t in shm.items():
@@ -99,6 +104,7 @@ class TransportTest(unittest.TestCase):
                 # same bits on both transports.
                 self.assertEqual(shm_hashes, tcp_hashes)
 
+    @unittest.skipIf(UNDER_TSAN, BRUCK_SKIP)
     def test_hierarchical_among_five_hosts(self):
         # Host names given per rank make five hosts of one machine: two
         # ranks share memory on h0, one rank on each of h1..h4, and the
