@@ -244,9 +244,7 @@ int hvd__join_ring(struct hvd_ctx *c, struct hvd_ring *r, int cross,
     int64_t deadline = l->deadline;
     int n = r->size, me = member(global, n, r->rank), rc, missing = 0;
 
-    r->nlinks = 1;
-    while (n >= 4 && r->nlinks < HVD_RING_LINKS && (1 << r->nlinks) < n)
-        r->nlinks++;
+    r->nlinks = hvd__ring_links(n);
     for (int k = 0; k < r->nlinks; k++) {
         struct hvd_chan *to = &r->to[k];
         int next = member(global, n, r->rank + (1 << k));

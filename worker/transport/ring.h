@@ -43,6 +43,10 @@ struct hvd_ring {
 };
 
 void hvd__ring_init(struct hvd_ring *r, int rank, int size);
+/* How many links a ring of size members connects (hvd__join_ring): the
+ * ring itself, and from 4 members Bruck's links to every distance below
+ * size (none beyond HVD_RING_LINKS). */
+int hvd__ring_links(int size);
 /* Frees the buffers and closes the sockets. */
 void hvd__ring_close(struct hvd_ring *r);
 
