@@ -146,6 +146,7 @@ struct hvd_ctx {
     /* Taken and announced, or to be announced in the next cycle. */
     struct hvd_work **pend; /* hash chains by name */
     size_t npend_slots;
+    size_t npend;            /* parts in it */
     struct hvd_work **fresh; /* not announced yet */
     size_t nfresh, fresh_cap;
     struct hvd_neg neg;

@@ -78,8 +78,10 @@ static struct hvd_work *pending(struct hvd_ctx *c, const char *name, int pset,
     while (*pp && ((*pp)->pset != pset || strcmp((*pp)->name, name) != 0))
         pp = &(*pp)->pend_next;
     struct hvd_work *w = *pp;
-    if (w && take)
+    if (w && take) {
         *pp = w->pend_next;
+        c->npend--;
+    }
     return w;
 }
 
@@ -93,6 +95,7 @@ static void fail_pending(struct hvd_ctx *c, int rc, const char *msg)
             c->pend[i] = w->pend_next;
             complete(c, w, rc, msg);
         }
+    c->npend = 0;
     c->nfresh = 0;
 }
 
@@ -124,6 +127,7 @@ static void admit(struct hvd_ctx *c, struct hvd_work *w)
     size_t s = slot_of(c, w->name, w->pset);
     w->pend_next = c->pend[s];
     c->pend[s] = w;
+    c->npend++;
     c->fresh[c->nfresh++] = w;
 }
 
@@ -551,6 +555,48 @@ static void defer_to_caller(struct hvd_ctx *c)
     ppoll(&q, 1, &grace, NULL);
 }
 
+/* Another rank's cycle found this one idle: the thread waits this long
+ * for its caller to ask before it joins. */
+#define IDLE_JOIN_US 2000
+
+/* Whether this rank has no work of its own in flight. Then no cycle can
+ * finish anything without its next request (but a process set's without
+ * it), and a cycle it joins empty-handed is one more for every rank. */
+static int rank_idle(const struct hvd_ctx *c)
+{
+    return c->npend == 0 && c->nstall == 0 && !c->failed && !c->stop &&
+           atomic_load(&c->pending) == 0;
+}
+
+/*
+ * Another rank started a cycle while this one is idle: gives this rank's
+ * caller up to IDLE_JOIN_US to ask, so that the cycle carries its request
+ * (measured: at -np 4 and more ranks than CPUs, every allreduce took two
+ * cycles, the first started by the rank whose caller asked first and
+ * joined empty-handed by every other). Sleeps without the engine, so a
+ * caller may take it; a submit or the failure channel cuts the wait short.
+ */
+static void wait_for_caller(struct hvd_ctx *c)
+{
+    int64_t us = IDLE_JOIN_US;
+    struct pollfd q[2] = {{.fd = c->wake_fd, .events = POLLIN},
+                          {.fd = c->rdv_fd, .events = POLLIN}};
+    struct timespec ts = {(time_t)(us / 1000000), (long)(us % 1000000) * 1000};
+    atomic_store(&c->sleeping, 1);
+    if (atomic_load(&c->pending) == 0) {
+        c->parked = 1;
+        pthread_mutex_unlock(&c->run_mu);
+        ppoll(q, 2, &ts, NULL);
+        pthread_mutex_lock(&c->run_mu);
+        c->parked = 0;
+    }
+    atomic_store(&c->sleeping, 0);
+    uint64_t v;
+    if (q[0].revents)
+        while (read(c->wake_fd, &v, sizeof(v)) < 0 && errno == EINTR)
+            ;
+}
+
 /*
  * The loop runs with run_mu held, and lets go of it only to sleep: a
  * caller waiting for its collective may take the engine meanwhile
@@ -559,7 +605,8 @@ static void defer_to_caller(struct hvd_ctx *c)
 static void *thread_main(void *arg)
 {
     struct hvd_ctx *c = arg;
-    int quiet = 0; /* the last sleep ended with nothing to do */
+    int quiet = 0;  /* the last sleep ended with nothing to do */
+    int waited = 0; /* for the caller, since the last cycle */
     pthread_mutex_lock(&c->run_mu);
     for (;;) {
         take_submitted(c);
@@ -571,7 +618,13 @@ static void *thread_main(void *arg)
         int64_t now = hvd__now_us(), due = due_at(c);
         hvd__stall_check(c);
         if (cycle_due(c, now)) {
+            if (!waited && rank_idle(c)) {
+                wait_for_caller(c);
+                waited = 1;
+                continue;
+            }
             cycle(c);
+            waited = 0;
             quiet = 0;
             continue;
         }
@@ -591,12 +644,13 @@ static void *thread_main(void *arg)
             ;
         if (atomic_load(&c->pending) > 0 || hvd__coll_peer_started(c))
             continue;
-        /* While callers run the engine, the other ranks' cycles need not
-         * wake this thread (in shared memory or on a ring socket): the
-         * callers take those, and the thread looks again when the window
-         * closes. */
+        /* While callers run the engine and this rank has nothing in
+         * flight, the other ranks' cycles need not wake this thread (in
+         * shared memory or on a ring socket): the callers take those, and
+         * the thread looks again when the window closes. Work in flight
+         * is the thread's to carry on: then they wake it. */
         int64_t watch = atomic_load(&c->inline_until_us) - now;
-        c->peers_wake = watch <= 0;
+        c->peers_wake = watch <= 0 || !rank_idle(c);
         atomic_store(&c->sleeping, 1);
         hvd__shm_set_sleeping(&c->shm, c->peers_wake);
         if (atomic_load(&c->pending) > 0 || hvd__coll_peer_started(c)) {
@@ -632,9 +686,10 @@ static void *thread_main(void *arg)
             {.fd = c->rdv_fd, .events = POLLIN},
             {.fd = rings ? c->ring.from[0].fd : -1, .events = POLLIN},
             {.fd = rings ? c->xring.from[0].fd : -1, .events = POLLIN},
-            {.fd = c->shm.n > 0 ? c->shm.efd[c->shm.me] : -1,
+            {.fd = c->shm.n > 0 && c->peers_wake ? c->shm.efd[c->shm.me] : -1,
              .events = POLLIN}};
         c->parked = 1;
+        waited = 0;
         pthread_mutex_unlock(&c->run_mu);
         int n = ppoll(p, 5, timeout < 0 ? NULL : &ts, NULL);
         if (n > 0 && !p[0].revents && !p[1].revents)
@@ -745,12 +800,13 @@ int hvd__engine_start(struct hvd_ctx *c)
     const char *v = getenv(HVD_ENV_SPIN_US);
     int spin = v ? atoi(v) : 20;
     c->spin_us = c->local_size <= cpus && spin > 0 ? spin : 0;
-    /* Callers may run the engine on their own threads (run_inline) when
-     * every rank has a CPU (with more ranks than CPUs the hand-over costs
-     * less than the kicks back: measured, 8 B at -np 4 on two cores took
-     * 90-99 us instead of 74), and not under MPI, which is initialised
-     * for the background thread alone. */
-    c->inline_ok = c->spin_us > 0 && strcmp(c->tp->name, "mpi") != 0;
+    /* Callers may run the engine on their own threads (run_inline), but
+     * not under MPI, which is initialised for the background thread alone,
+     * nor with many more ranks than CPUs. Measured on two cores, 8 B:
+     * -np 4 took 11-19 us inline against 41-65 handed over, -np 8 90-120
+     * against 129-165, but -np 16 320-330 against 280-296 and -np 64
+     * 2.0-2.6 ms against 1.4-1.9 ms. */
+    c->inline_ok = c->local_size <= 4 * cpus && strcmp(c->tp->name, "mpi") != 0;
     /* Inside a shared-memory collective the others are due any moment,
      * and a sleep and wake-up costs tens of microseconds a time: after
      * the spin, yield the CPU until 10 times as long has passed (50 us

@@ -496,8 +496,11 @@ static int sleep_once(struct hvd_shm *s, int64_t *deadline, char *err,
     int np = 0;
     p[np++] = (struct pollfd){.fd = s->efd[s->me], .events = POLLIN};
     p[np++] = (struct pollfd){.fd = hvd__abort_fd(s->ab), .events = POLLIN};
+    /* Only the ranks this sync waits for: polling every peer's pidfd made
+     * each sleep cost O(n), and a sync O(n * n), at many ranks. */
     for (int i = 0; i < s->n; i++)
-        if (i != s->me && s->pidfd[i] >= 0) {
+        if (i != s->me && s->pidfd[i] >= 0 &&
+            atomic_load(&s->hdr->ctl[i].seq) < s->seq) {
             who[np] = i;
             p[np++] = (struct pollfd){.fd = s->pidfd[i], .events = POLLIN};
         }
