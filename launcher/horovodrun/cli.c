@@ -81,9 +81,19 @@ void hr_cli_help(FILE *out)
         else
             fprintf(out, "  %-28s %s\n", left, op->help);
     }
-    fprintf(out, "\nThe command is everything after the options (or after "
-                 "'--').\nSee horovodrun(1) for the environment given to "
-                 "each rank, output and exit codes.\n");
+    fprintf(out,
+            "\nThe command is everything after the options (or after "
+            "'--').\n\nJobs started with --detach:\n"
+            "  horovodrun ps [--prune]      list them (--prune: forget the "
+            "ended ones)\n"
+            "  horovodrun logs [-f] [--rank R] [--tail N] JOB\n"
+            "                               print their output kept so far "
+            "(-f: and follow it)\n"
+            "  horovodrun attach JOB        logs -f; Ctrl-C stops the job\n"
+            "  horovodrun stop [--now] JOB  stop it as SIGTERM would (--now: "
+            "kill its ranks)\n"
+            "\nSee horovodrun(1) for the environment given to "
+            "each rank, output and exit codes.\n");
 }
 
 /* Whether the len bytes at s name op with two dashes, fully (exact) or as
@@ -402,6 +412,12 @@ int hr_cli_parse(struct hr_opts *o, int argc, char **argv, FILE *out, char *err,
     }
     if (o->cmdc == 0) {
         snprintf(err, errlen, "no command given; " USAGE);
+        return HR_CLI_USAGE;
+    }
+    if (o->detach && o->mpi) {
+        snprintf(err, errlen,
+                 "--detach does not work with --mpi yet; run "
+                 "the job without one of them");
         return HR_CLI_USAGE;
     }
     return HR_CLI_RUN;

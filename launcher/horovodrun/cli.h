@@ -41,6 +41,10 @@ struct hr_opts {
     const char *rendezvous_addr;
     const char *config_file;
     int prefix_timestamp;     /* time in front of every rank line */
+    const char *output_ranks; /* --output-ranks, checked for syntax */
+    int color;                /* enum hr_color */
+    int no_tty_status;        /* --no-tty-status */
+    int detach;               /* --detach */
     int disable_cache;        /* accepted: there is no cache to disable */
     int no_gloo_rendezvous;   /* no Gloo HTTP store for real Horovod */
     int tcp;                  /* --tcp */

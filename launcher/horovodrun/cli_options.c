@@ -8,6 +8,8 @@
 #include <string.h>
 
 #include "common/envc.h"
+#include "ranklist.h"
+#include "tty.h"
 
 static int opt_np(struct hr_opts *o, const char *arg, char *err, size_t n)
 {
@@ -105,6 +107,8 @@ SET(opt_accept_new, ssh_accept_new, 1)
 SET(opt_mpi, mpi, 1)
 SET(opt_gloo, gloo, 1)
 SET(opt_verbose, verbose, 1)
+SET(opt_no_tty_status, no_tty_status, 1)
+SET(opt_detach, detach, 1)
 #undef SET
 
 /* Horovod's spellings from before v0.21, which it still takes. */
@@ -312,6 +316,26 @@ static int opt_launcher(struct hr_opts *o, const char *arg, char *err, size_t n)
     return 0;
 }
 
+static int opt_output_ranks(struct hr_opts *o, const char *arg, char *err,
+                            size_t n)
+{
+    o->output_ranks = arg;
+    return hr_ranklist_parse(arg, 0, NULL, err, n);
+}
+
+static int opt_color(struct hr_opts *o, const char *arg, char *err, size_t n)
+{
+    static const char *names[] = {"auto", "always", "never"};
+    for (int i = 0; i < 3; i++)
+        if (strcmp(arg, names[i]) == 0) {
+            o->color = i;
+            return 0;
+        }
+    snprintf(err, n, "--color must be auto, always or never, got '%.100s'",
+             arg);
+    return -1;
+}
+
 #define ELASTIC                                                                \
     "elastic training is not supported yet by this horovodrun; run a "         \
     "fixed-size job with -np"
@@ -341,6 +365,23 @@ const struct hr_option hr_options[] = {
      "put the local time in front of each rank's line on the terminal, as "
      "Horovod does (the --output-filename files stay raw)",
      opt_prefix_ts, NULL},
+    {"output-ranks", NULL, 0, "LIST",
+     "show only these ranks on the terminal, for example 0 or 0,4-7 (the "
+     "--output-filename files still get every rank)",
+     opt_output_ranks, NULL},
+    {"color", NULL, 0, "WHEN",
+     "colour each rank's prefix: auto (on a terminal, unless NO_COLOR is "
+     "set), always or never",
+     opt_color, NULL},
+    {"no-tty-status", NULL, 0, NULL,
+     "write every rank line as it comes: no progress lines redrawn in place "
+     "or held back, no start-up line, no colour unless --color always",
+     opt_no_tty_status, NULL},
+    {"detach", NULL, 0, NULL,
+     "start the job, print its id and return: the job runs on with no "
+     "terminal, its output kept for horovodrun logs/attach and written to "
+     "./horovodrun-ID unless --output-filename says where",
+     opt_detach, NULL},
     {"start-timeout", NULL, 0, "SEC",
      "seconds for every host to start (default 30, or "
      "HOROVOD_START_TIMEOUT)",

@@ -13,6 +13,7 @@
 #include "env.h"
 #include "common/envc.h"
 #include "errcode.h"
+#include "linesplit.h"
 #include "log.h"
 #include "proto.h"
 #include "common/wire.h"
@@ -23,6 +24,9 @@
 #include "spawn.h"
 #include "srun.h"
 #include "ssh.h"
+#include "startup.h"
+#include "detach.h"
+#include "serve.h"
 
 extern char **environ;
 
@@ -353,7 +357,8 @@ static int handle_frame(struct hr_job *job, struct hr_agent *a,
         uint8_t term = hvd_rbuf_u8(&r);
         size_t len;
         const uint8_t *text = hvd_rbuf_rest(&r, &len);
-        if (r.err || term > 3 || rank >= (uint32_t)job->plan->size ||
+        if (r.err || term > HVD_TERM_PREVIEW ||
+            rank >= (uint32_t)job->plan->size ||
             (stream != HVD_STREAM_STDOUT && stream != HVD_STREAM_STDERR) ||
             job->plan->ranks[rank].host != a->host)
             return HVD_EPROTO;
@@ -483,7 +488,10 @@ static void agent_ended(struct hr_agent *a)
         agent_lost(job, a);
     }
     /* The last lines may still be on their way to the terminal. */
-    if (--job->agents_left == 0 && hr_output_pending(&job->out) == 0)
+    if (--job->agents_left > 0)
+        return;
+    hr_output_end(&job->out);
+    if (hr_output_pending(&job->out) == 0)
         uv_stop(job->loop);
 }
 
@@ -511,18 +519,20 @@ static void on_stdin(struct hr_stdin *in, const char *buf, size_t n)
         a->link->send(a, f, len, n > 0);
 }
 
-static void on_signal(uv_signal_t *h, int sig)
+/* A signal, or a stop request through a detached job's socket (how says
+ * which): forwarded to the ranks, which get the grace to exit; a second
+ * one kills them. */
+static void interrupt(struct hr_job *job, int sig, const char *how)
 {
-    struct hr_job *job = h->data;
     if (++job->signals_seen > 1) {
-        hvd_log_warn("second signal: killing all ranks now");
+        hvd_log_warn("%s again: killing all ranks now", how);
         stop_all(job, 1);
         return;
     }
     job->interrupt_sig = sig;
-    hvd_log_warn("received %s; forwarding it to all ranks (again to "
-                 "kill them at once)",
-                 hr_summary_signame(sig));
+    hvd_log_warn("%s; forwarding it to all ranks (again to kill them at "
+                 "once)",
+                 how);
     for (int i = 0; i < job->nagents; i++) {
         struct hr_agent *a = &job->agents[i];
         if (a->running && a->hello && job->started)
@@ -530,6 +540,27 @@ static void on_signal(uv_signal_t *h, int sig)
         else if (a->running)
             a->link->kill(a, SIGTERM);
     }
+}
+
+static void on_signal(uv_signal_t *h, int sig)
+{
+    char how[64];
+    snprintf(how, sizeof(how), "received %s", hr_summary_signame(sig));
+    interrupt(h->data, sig, how);
+}
+
+/* horovodrun stop JOB, or Ctrl-C in horovodrun attach. */
+static void on_stop_request(void *arg, int now)
+{
+    struct hr_job *job = arg;
+    if (now && job->signals_seen == 0) {
+        hvd_log_warn("stop --now requested: killing all ranks now");
+        job->signals_seen = 1;
+        job->interrupt_sig = SIGTERM;
+        stop_all(job, 1);
+        return;
+    }
+    interrupt(job, SIGTERM, "stop requested (SIGTERM)");
 }
 
 static void on_start_timeout(uv_timer_t *t)
@@ -659,15 +690,28 @@ static int setup(struct hr_job *job)
         hvd_log_error("cannot get the working directory: %s", strerror(errno));
         return HR_EXIT_INTERNAL;
     }
-    if ((rc = hr_output_init(&job->out, job->loop, plan, o->output_dir, err,
+    if ((rc = hr_output_init(&job->out, job->loop, plan, o, err,
                              sizeof(err))) != 0) {
         hvd_log_error("%s", rc == HVD_ENOMEM ? "out of memory" : err);
         return rc == HVD_ENOMEM ? HR_EXIT_INTERNAL : HR_EXIT_USAGE;
     }
-    job->out.timestamp = o->prefix_timestamp;
     job->out.on_pause = on_output_pause;
     job->out.on_idle = on_output_idle;
     job->out.arg = job;
+    if (job->detach) {
+        if ((rc = hr_serve_start(&job->serve, job->loop, job->detach->root,
+                                 job->detach->id, plan, on_stop_request, job,
+                                 err, sizeof(err))) != 0) {
+            hvd_log_error("%s", err);
+            return HR_EXIT_INTERNAL;
+        }
+        job->out.tap = hr_serve_line;
+        job->out.tap_arg = job->serve;
+        /* No terminal: the socket's readers and the files get it all. */
+        job->out.sinks[0].broken = job->out.sinks[1].broken = 1;
+        /* Before any agent holds horovodrun's stderr. */
+        hr_detach_ready(job->detach, o, plan->size);
+    }
     if (hvd_secret_new(job->secret) != 0) {
         hvd_log_error("cannot read random bytes for the job secret: %s",
                       strerror(errno));
@@ -730,6 +774,7 @@ static int setup(struct hr_job *job)
     hr_loop_signals(job->loop, sigs, signums, 3, job, on_signal, 0);
     uv_timer_start(&job->start_timer, on_start_timeout,
                    (uint64_t)(o->start_timeout * 1000), 0);
+    hr_startup_start(job);
     for (int i = 0; i < job->nagents; i++) {
         struct hr_agent *a = &job->agents[i];
         if (a->link->start(a) != 0) {
@@ -743,7 +788,7 @@ static int setup(struct hr_job *job)
 }
 
 int hr_job_run(const struct hr_opts *o, const struct hvd_hostlist *hosts,
-               const struct hvd_plan *plan)
+               const struct hvd_plan *plan, struct hr_detach *d)
 {
     struct hr_job job = {0};
     int rc;
@@ -755,11 +800,15 @@ int hr_job_run(const struct hr_opts *o, const struct hvd_hostlist *hosts,
     job.plan = plan;
     job.failed_rank = -1;
     job.stdin_agent = -1;
+    job.detach = d;
     signal(SIGPIPE, SIG_IGN);
 
     rc = setup(&job);
-    if (rc == 0 && job.agents_left > 0)
+    if (rc == 0 && job.agents_left > 0) {
+        hr_output_take_log(&job.out, 1);
         uv_run(job.loop, UV_RUN_DEFAULT);
+        hr_output_take_log(&job.out, 0);
+    }
     if (rc == 0)
         rc = summarize(&job);
     if (job.started)
@@ -767,6 +816,8 @@ int hr_job_run(const struct hr_opts *o, const struct hvd_hostlist *hosts,
                      "queued (pausing the agents at %u)",
                      (unsigned long long)job.out.written, job.out.peak,
                      HR_OUTPUT_HIGH);
+    if (job.serve)
+        hr_serve_end(job.serve, rc);
 
     hr_rdv_close(&job.rdv);
     hr_gloo_store_close(job.gloo);

@@ -18,6 +18,8 @@
 #include "summary.h"
 
 struct hr_gloo_store;
+struct hr_serve;
+struct hr_detach;
 
 struct hr_job {
     uv_loop_t *loop;
@@ -39,7 +41,8 @@ struct hr_job {
     char gloo_iface[64];        /* the rendezvous address's interface */
     uv_signal_t sigint, sigterm, sighup;
     uv_timer_t start_timer, stop_timer;
-    uv_timer_t ping_timer; /* keeps remote agents sure we are alive */
+    uv_timer_t ping_timer;    /* keeps remote agents sure we are alive */
+    uv_timer_t startup_timer; /* redraws the start-up progress line */
     int signals_seen;
     int interrupt_sig;  /* the signal that interrupted the job, or 0 */
     int out_paused;     /* agents not read: the terminal is behind */
@@ -54,12 +57,15 @@ struct hr_job {
     char cwd[4096]; /* where the ranks run, on every host */
     uint8_t secret[HVD_SECRET_LEN];
     char secret_hex[2 * HVD_SECRET_LEN + 1];
-    int stdin_agent; /* agent that hosts rank 0, or -1 */
+    int stdin_agent;          /* agent that hosts rank 0, or -1 */
+    struct hr_detach *detach; /* --detach: the job's folder, or NULL */
+    struct hr_serve *serve;   /* its control socket */
     struct hr_stdin in;
 };
 
-/* Runs the job to completion; returns horovodrun's exit code. */
+/* Runs the job to completion; returns horovodrun's exit code. With d
+ * (--detach), the job serves its control socket (serve.h). */
 int hr_job_run(const struct hr_opts *o, const struct hvd_hostlist *hosts,
-               const struct hvd_plan *plan);
+               const struct hvd_plan *plan, struct hr_detach *d);
 
 #endif

@@ -5,6 +5,8 @@
 #include <string.h>
 
 #include "cli.h"
+#include "client.h"
+#include "detach.h"
 #include "hostspec.h"
 #include "errcode.h"
 #include "log.h"
@@ -19,9 +21,13 @@ int main(int argc, char **argv)
     struct hvd_hostlist hl;
     struct hvd_plan plan = {0};
     char err[512];
+    struct hr_detach det;
     int rc;
 
     hvd_log_init("horovodrun", 0);
+    /* horovodrun ps, logs, attach, stop: commands for detached jobs. */
+    if (argc > 1 && hr_client_is_command(argv[1]))
+        return hr_client_main(argc - 1, argv + 1);
     hvd_hostlist_init(&hl);
     rc = hr_cli_parse(&o, argc, argv, stdout, err, sizeof(err));
     for (size_t i = 0; i < o.warnings.n; i++)
@@ -72,7 +78,10 @@ int main(int argc, char **argv)
         rc = HR_EXIT_INTERNAL;
         goto out;
     }
-    rc = o.mpi ? hr_mpirun_run(&o, &hl, &plan) : hr_job_run(&o, &hl, &plan);
+    if (o.detach && (rc = hr_detach_start(&o, &det)) >= 0)
+        goto out; /* the first process: the job runs on */
+    rc = o.mpi ? hr_mpirun_run(&o, &hl, &plan)
+               : hr_job_run(&o, &hl, &plan, o.detach ? &det : NULL);
 out:
     hvd_plan_close(&plan);
     hvd_hostlist_close(&hl);

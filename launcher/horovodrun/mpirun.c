@@ -80,8 +80,10 @@ static void on_stdin(struct hr_stdin *in, const char *buf, size_t n);
 
 static void maybe_end(struct mpijob *job)
 {
-    if (!job->running && !job->s[0].open && !job->s[1].open &&
-        hr_output_pending(&job->out) == 0)
+    if (job->running || job->s[0].open || job->s[1].open)
+        return;
+    hr_output_end(&job->out);
+    if (hr_output_pending(&job->out) == 0)
         uv_stop(job->loop);
 }
 
@@ -503,13 +505,11 @@ static int setup(struct mpijob *job, struct hr_mpicmd *cmd)
         return rc == HVD_EPARSE ? HR_EXIT_USAGE : HR_EXIT_INTERNAL;
     }
     show_command(cmd->argv.v);
-    rc = hr_output_init(&job->out, job->loop, job->plan, o->output_dir, err,
-                        sizeof(err));
+    rc = hr_output_init(&job->out, job->loop, job->plan, o, err, sizeof(err));
     if (rc != 0) {
         hvd_log_error("%s", rc == HVD_ENOMEM ? "out of memory" : err);
         return rc == HVD_ENOMEM ? HR_EXIT_INTERNAL : HR_EXIT_USAGE;
     }
-    job->out.timestamp = o->prefix_timestamp;
     job->out.on_pause = on_output_pause;
     job->out.on_idle = on_output_idle;
     job->out.arg = job;
@@ -553,7 +553,9 @@ int hr_mpirun_run(const struct hr_opts *o, const struct hvd_hostlist *hosts,
 
     rc = setup(&job, &cmd);
     if (rc == 0) {
+        hr_output_take_log(&job.out, 1);
         uv_run(job.loop, UV_RUN_DEFAULT);
+        hr_output_take_log(&job.out, 0);
         rc = summarize(&job);
     }
     hr_mpicmd_close(&cmd);

@@ -104,8 +104,8 @@ static int open_files(struct hr_output *o, const char *dir, char *err,
 }
 
 int hr_output_init(struct hr_output *o, uv_loop_t *loop,
-                   const struct hvd_plan *p, const char *dir, char *err,
-                   size_t errlen)
+                   const struct hvd_plan *p, const struct hr_opts *opts,
+                   char *err, size_t errlen)
 {
     memset(o, 0, sizeof(*o));
     o->loop = loop;
@@ -121,11 +121,12 @@ int hr_output_init(struct hr_output *o, uv_loop_t *loop,
     o->prefix = calloc((size_t)p->size, sizeof(*o->prefix));
     if (o->prefix == NULL)
         return HVD_ENOMEM;
-    for (int r = 0; r < p->size; r++)
-        hr_output_relabel(o, (uint32_t)r, p->ranks[r].local_rank);
-    if (dir == NULL)
-        return 0;
-    return open_files(o, dir, err, errlen);
+    o->timestamp = opts->prefix_timestamp;
+    int rc = hr_output_terminal(o, !opts->no_tty_status, opts->color,
+                                opts->output_ranks, err, errlen);
+    if (rc != 0 || opts->output_dir == NULL)
+        return rc;
+    return open_files(o, opts->output_dir, err, errlen);
 }
 
 static void free_chunks(struct hr_chunk *c)
@@ -164,6 +165,14 @@ void hr_output_close(struct hr_output *o)
     o->nspare = 0;
     free(o->prefix);
     o->prefix = NULL;
+    for (int i = 0; o->live && i < 2 * o->plan->size; i++)
+        free(o->live[i].text);
+    free(o->live);
+    free(o->show);
+    free(o->start_line);
+    o->live = NULL;
+    o->show = NULL;
+    o->start_line = NULL;
     if (o->files == NULL)
         return;
     for (int r = 0; r < o->plan->size; r++)
@@ -319,13 +328,12 @@ static struct hr_chunk *chunk_new(struct hr_output *o, size_t need)
     return c;
 }
 
-/* Appends stamp, prefix, text and \n to the sink's queue as one piece. */
-static void sink_line(struct hr_sink *s, const char *stamp, size_t slen,
-                      const char *prefix, size_t plen, const char *text,
-                      size_t len)
+void hr_output_put(struct hr_sink *s, const struct iovec *v, int n)
 {
     struct hr_output *o = s->o;
-    size_t need = slen + plen + len + 1;
+    size_t need = 0;
+    for (int i = 0; i < n; i++)
+        need += v[i].iov_len;
     struct hr_chunk *c = s->tail;
     if (c == NULL || c->cap - c->len < need) {
         c = chunk_new(o, need);
@@ -337,12 +345,10 @@ static void sink_line(struct hr_sink *s, const char *stamp, size_t slen,
             s->head = c;
         s->tail = c;
     }
-    char *p = c->data + c->len;
-    memcpy(p, stamp, slen);
-    memcpy(p + slen, prefix, plen);
-    memcpy(p + slen + plen, text, len);
-    p[slen + plen + len] = '\n';
-    c->len += need;
+    for (int i = 0; i < n; i++) {
+        memcpy(c->data + c->len, v[i].iov_base, v[i].iov_len);
+        c->len += v[i].iov_len;
+    }
     s->waiting += need;
     o->queued += need;
     if (o->queued > o->peak)
@@ -354,6 +360,33 @@ static void sink_line(struct hr_sink *s, const char *stamp, size_t slen,
         if (o->on_pause)
             o->on_pause(o->arg, 1);
     }
+}
+
+/* Erases s's status block before a line scrolls in; it is drawn again at
+ * the flush. */
+static void lift_block(struct hr_sink *s)
+{
+    if (s->rows == 0)
+        return;
+    char buf[2 + HR_OUTPUT_ROWS * HR_TTY_SEQ];
+    int rows = s->rows < HR_OUTPUT_ROWS ? s->rows : HR_OUTPUT_ROWS;
+    struct iovec v = {buf, hr_tty_erase(&s->tty, rows, buf, sizeof(buf))};
+    hr_output_put(s, &v, 1);
+    s->rows = 0;
+    s->dirty = 1;
+}
+
+/* Appends stamp, prefix, text and \n to the sink's queue as one piece. */
+static void sink_line(struct hr_sink *s, const char *stamp, size_t slen,
+                      const char *prefix, size_t plen, const char *text,
+                      size_t len)
+{
+    lift_block(s);
+    struct iovec v[4] = {{(void *)stamp, slen},
+                         {(void *)prefix, plen},
+                         {(void *)text, len},
+                         {"\n", 1}};
+    hr_output_put(s, v, 4);
 }
 
 /* Per-rank files are regular files: written from the loop, whole. */
@@ -442,26 +475,39 @@ static void stamp(struct hr_output *o)
     o->stamp_at = now;
 }
 
+void hr_output_commit(struct hr_output *o, uint32_t rank, int k,
+                      const char *text, size_t len)
+{
+    const struct hr_prefix *x = &o->prefix[rank];
+    if (o->timestamp)
+        stamp(o);
+    sink_line(o->sink[k], o->stamp, o->timestamp ? o->stamp_len : 0, x->text[k],
+              x->len[k], text, len);
+}
+
 void hr_output_line(struct hr_output *o, uint32_t rank, int stream, int term,
                     const char *text, size_t len)
 {
     if (rank >= (uint32_t)o->plan->size)
         return;
+    if (o->tap)
+        o->tap(o->tap_arg, rank, stream, term, text, len);
     int k = stream == HVD_STREAM_STDERR;
-    if (o->files) {
+    if (o->files && term != HVD_TERM_PREVIEW) {
         static const char *ends[] = {"", "\n", "\r", "\n"};
         const char *end = ends[term & 3];
         file_line(o, o->files[rank][k], text, len, end, strlen(end));
     }
-    /* The \n of a \r\n was already shown with its line. */
-    struct hr_sink *s = o->sink[k];
-    if (term == HVD_TERM_CRLF_TAIL || s->broken)
+    if (!o->started && o->status && term != HVD_TERM_PREVIEW) {
+        o->started = 1;
+        hr_output_start_line(o, NULL);
+    }
+    if (o->sink[k]->broken || (o->show && !o->show[rank]))
         return;
-    const struct hr_prefix *x = &o->prefix[rank];
-    if (o->timestamp)
-        stamp(o);
-    sink_line(s, o->stamp, o->timestamp ? o->stamp_len : 0, x->text[k],
-              x->len[k], text, len);
+    if (o->status)
+        hr_output_live(o, rank, k, term, text, len);
+    else if (term != HVD_TERM_CRLF_TAIL && term != HVD_TERM_PREVIEW)
+        hr_output_commit(o, rank, k, text, len); /* \r\n: with its line */
 }
 
 void hr_output_raw(struct hr_output *o, int stream, const char *text,
@@ -479,17 +525,29 @@ void hr_output_relabel(struct hr_output *o, uint32_t rank, int local_rank)
         return;
     for (int k = 0; k < 2; k++) {
         struct hr_prefix *x = &o->prefix[rank];
-        int n = snprintf(x->text[k], sizeof(x->text[k]), "[%u,%d]<%s>:", rank,
-                         local_rank, names[k]);
+        const struct hr_tty *t = &o->sink[k]->tty;
+        const char *on = t->color ? t->fg[rank % HR_TTY_COLORS] : "";
+        int cols =
+            snprintf(NULL, 0, "[%u,%d]<%s>:", rank, local_rank, names[k]);
+        int n = snprintf(x->text[k], sizeof(x->text[k]), "%s[%u,%d]<%s>:%s", on,
+                         rank, local_rank, names[k], t->color ? t->reset : "");
         x->len[k] = (uint8_t)n;
+        x->cols[k] = (uint8_t)cols;
     }
 }
 
 void hr_output_flush(struct hr_output *o)
 {
     files_flush(o);
+    if (o->status)
+        hr_output_live_flush(o);
     sink_kick(&o->sinks[0]);
     sink_kick(&o->sinks[1]);
+}
+
+void hr_output_kick(struct hr_sink *s)
+{
+    sink_kick(s);
 }
 
 size_t hr_output_pending(const struct hr_output *o)

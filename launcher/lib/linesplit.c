@@ -135,6 +135,7 @@ int hvd_linesplit_feed(struct hvd_linesplit *ls, const char *data, size_t len,
                       *t == '\n' ? HVD_TERM_LF : HVD_TERM_CR, cb, ctx);
             if (rc < 0)
                 goto out;
+            ls->after_cr = *t == '\r';
             i += take + 1;
             if (*t == '\r' && i == len)
                 ls->pending_cr = 1;
@@ -148,6 +149,7 @@ int hvd_linesplit_feed(struct hvd_linesplit *ls, const char *data, size_t len,
             rc = emit(ls, data + i, take, HVD_TERM_NONE, cb, ctx);
             if (rc < 0)
                 goto out;
+            ls->after_cr = 0;
             i += take;
         } else {
             rc = append(ls, data + i, avail);
@@ -160,6 +162,14 @@ out:
     return rc;
 }
 
+size_t hvd_linesplit_preview(const struct hvd_linesplit *ls, const char **text)
+{
+    if (!ls->after_cr || ls->len == 0)
+        return 0;
+    *text = ls->buf;
+    return ls->len;
+}
+
 void hvd_linesplit_finish(struct hvd_linesplit *ls, hvd_line_cb cb, void *ctx)
 {
     if (ls == NULL)
@@ -168,4 +178,5 @@ void hvd_linesplit_finish(struct hvd_linesplit *ls, hvd_line_cb cb, void *ctx)
         cb(ctx, ls->buf, ls->len, HVD_TERM_NONE);
     ls->len = 0;
     ls->pending_cr = 0;
+    ls->after_cr = 0;
 }

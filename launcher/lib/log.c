@@ -2,6 +2,8 @@
 #include "log.h"
 
 #include <errno.h>
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
@@ -9,6 +11,11 @@
 
 static const char *log_prog = "horovodrun";
 static int log_verbose;
+typedef void (*log_fn_t)(void *arg, const char *line, size_t len);
+/* Set and used by one thread; others only see that it is not theirs. */
+static _Atomic(log_fn_t) log_fn;
+static void *log_arg;
+static _Atomic(pthread_t) log_thread;
 
 void hvd_log_init(const char *prog, int verbose)
 {
@@ -19,6 +26,14 @@ void hvd_log_init(const char *prog, int verbose)
 int hvd_log_verbose(void)
 {
     return log_verbose;
+}
+
+void hvd_log_redirect(void (*fn)(void *arg, const char *line, size_t len),
+                      void *arg)
+{
+    log_arg = arg;
+    atomic_store(&log_thread, pthread_self());
+    atomic_store(&log_fn, fn);
 }
 
 static void vlog(const char *level, const char *fmt, va_list ap)
@@ -32,6 +47,12 @@ static void vlog(const char *level, const char *fmt, va_list ap)
     size_t len = (size_t)n + (m < 0 ? 0 : (size_t)m);
     if (len > sizeof(line) - 2)
         len = sizeof(line) - 2;
+    log_fn_t fn = atomic_load(&log_fn);
+    if (fn && pthread_equal(pthread_self(), atomic_load(&log_thread))) {
+        fn(log_arg, line, len);
+        errno = saved;
+        return;
+    }
     line[len++] = '\n';
     /* One write so that concurrent writers never split the line. */
     size_t off = 0;

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "common/hvd_err.h"
+#include "linesplit.h"
 #include "proto.h"
 
 enum { S_LINE, S_DATA, S_TAG };
@@ -76,7 +77,7 @@ int hr_mpiwire_line(struct hr_mpibuf *b, int stream, int term, const char *text,
     if (len > (SIZE_MAX - 8) / 3 || hr_mpibuf_reserve(b, 3 * len + 8) != 0)
         return HVD_ENOMEM;
     b->p[b->len++] = stream == HVD_STREAM_STDERR ? 'e' : 'o';
-    b->p[b->len++] = (char)('0' + (term & 3));
+    b->p[b->len++] = (char)('0' + (term & 7));
     put_escaped(b, text, len);
     b->p[b->len++] = '\n';
     return 0;
@@ -157,7 +158,7 @@ int hr_mpiwire_parse(char *rec, size_t len, struct hr_mpirec *out)
     switch (rec[0]) {
     case 'o':
     case 'e':
-        if (rec[1] < '0' || rec[1] > '3')
+        if (rec[1] < '0' || rec[1] > '0' + HVD_TERM_PREVIEW)
             return HVD_EPROTO;
         out->stream = rec[0] == 'e' ? HVD_STREAM_STDERR : HVD_STREAM_STDOUT;
         out->term = rec[1] - '0';

@@ -11,6 +11,16 @@ static void on_line(void *ctx, const char *line, size_t len,
     p->cfg->line(p->ctx, p->which, line, len, term);
 }
 
+/* A progress bar drawn as "\r" + text has no end until the next one:
+ * what came of it so far goes on for a terminal to show. */
+static void preview(struct hr_rankpipe *p)
+{
+    const char *text;
+    size_t len = p->open ? hvd_linesplit_preview(&p->split, &text) : 0;
+    if (len > 0)
+        p->cfg->line(p->ctx, p->which, text, len, HVD_TERM_PREVIEW);
+}
+
 static void alloc_cb(uv_handle_t *h, size_t hint, uv_buf_t *buf)
 {
     struct hr_rankpipe *p = h->data;
@@ -25,6 +35,7 @@ static void on_read(uv_stream_t *h, ssize_t n, const uv_buf_t *buf)
     if (n < 0 || hvd_linesplit_feed(&p->split, buf->base,
                                     (size_t)(n > 0 ? n : 0), on_line, p) != 0)
         hr_rankpipe_end(p);
+    preview(p);
     p->cfg->flush(p->ctx);
 }
 

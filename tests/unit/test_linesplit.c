@@ -120,6 +120,28 @@ Test(linesplit, cr_progress_bar)
     expect(2, "100%", HVD_TERM_LF);
 }
 
+Test(linesplit, preview_of_a_bar_drawn_after_cr)
+{
+    const char *text = NULL;
+    hvd_linesplit_init(&ls, 100);
+    feed("start");
+    cr_expect_eq(hvd_linesplit_preview(&ls, &text), 0, "no \\r before it");
+    feed("\n\r10");
+    cr_assert_eq(hvd_linesplit_preview(&ls, &text), 2);
+    cr_expect_eq(memcmp(text, "10", 2), 0);
+    feed("%");
+    cr_assert_eq(hvd_linesplit_preview(&ls, &text), 3);
+    cr_expect_eq(memcmp(text, "10%", 3), 0);
+    feed("\r");
+    cr_expect_eq(hvd_linesplit_preview(&ls, &text), 0, "nothing after it");
+    feed("20%\n");
+    cr_expect_eq(hvd_linesplit_preview(&ls, &text), 0);
+    feed("x");
+    cr_expect_eq(hvd_linesplit_preview(&ls, &text), 0, "a \\n came last");
+    expect(2, "10%", HVD_TERM_CR);
+    expect(3, "20%", HVD_TERM_LF);
+}
+
 Test(linesplit, crlf_in_one_chunk)
 {
     hvd_linesplit_init(&ls, 100);

@@ -37,7 +37,7 @@ Test(mpiwire, line_round_trip_with_every_byte)
 
     for (int i = 0; i < 256; i++)
         text[i] = (char)i;
-    for (int term = 0; term <= 3; term++) {
+    for (int term = 0; term <= HVD_TERM_PREVIEW; term++) {
         b.len = 0;
         cr_assert_eq(hr_mpiwire_line(&b, HVD_STREAM_STDERR, term, text, 256),
                      0);
@@ -153,7 +153,7 @@ Test(mpiwire, not_records)
     static const char *const bad[] = {
         "",                  /* empty */
         "o",                 /* no term */
-        "o4text",            /* term out of range */
+        "o5text",            /* term out of range */
         "o/text",            /* term not a digit */
         "o1%",               /* escape cut short */
         "o1%4",              /* escape cut short */

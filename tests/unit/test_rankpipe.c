@@ -96,10 +96,21 @@ Test(rankpipe, lines_and_partial_last_line)
 {
     struct owner o = {0};
     run_text(&o, 8, "one\ntwo\r\nbar\rthree");
-    cr_expect_str_eq(o.log[HVD_STREAM_STDOUT], "1one|2two|3|2bar|0three|END");
+    /* "three" follows a \r: previewed after the read, then ended by EOF. */
+    cr_expect_str_eq(o.log[HVD_STREAM_STDOUT],
+                     "1one|2two|3|2bar|4three|0three|END");
     cr_expect_eq(o.ended[HVD_STREAM_STDOUT], 1);
     cr_expect_gt(o.flushes, 0);
     cr_expect_eq(o.unflushed, 0, "lines left unflushed after a read");
+}
+
+/* Only a partial line after a \r is a progress bar's state so far. */
+Test(rankpipe, preview_only_after_cr)
+{
+    struct owner o = {0};
+    run_text(&o, 64, "\rbar 1\rbar 2\nlog\npartial");
+    cr_expect_str_eq(o.log[HVD_STREAM_STDOUT],
+                     "2|2bar 1|1bar 2|1log|0partial|END");
 }
 
 Test(rankpipe, overlong_lines_in_pieces)
