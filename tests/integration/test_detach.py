@@ -11,10 +11,10 @@ import subprocess
 import time
 
 import hvdtest
-from hvdtest import py
+from test_tty import Tmux
 
-# Each rank prints numbered lines with a progress bar between them, then
-# waits for the test's go file (when one is given) and ends.
+# Each rank prints numbered lines with a progress bar between them, waits
+# for the test's go file (when one is given), ends the bar and says done.
 LINES = r"""
 import os, sys, time
 r = int(os.environ["HOROVOD_RANK"])
@@ -25,9 +25,9 @@ for i in range(n):
     sys.stderr.write("\rbar %d" % i)
     sys.stderr.flush()
     time.sleep(0.01)
-sys.stderr.write("\n")
 while go and not os.path.exists(go):
     time.sleep(0.02)
+sys.stderr.write("\n")
 print("done %d" % r, flush=True)
 """
 
@@ -210,6 +210,31 @@ class DetachTest(hvdtest.TestCase):
         self.assertEqual(st.split()[0], "failed")
         self.assertEqual(rc, int(st.split()[1]), "attach exits as the job")
         self.assertEqual(hvdtest.wait_gone(self.marker), [])
+
+    def test_attach_on_a_terminal(self):
+        # Bars drawn in place, then Ctrl-C typed on a real terminal.
+        go = os.path.join(self.tmp, "go")
+        job = self.detach(2, LINES, 30, go)
+        # The shell survives the Ctrl-C to print attach's status.
+        t = Tmux(self, hvdtest.hr_args("attach", job), self.hr_env(),
+                 prelude="trap 'echo INT' INT\n")
+        live = ["[%d,%d]<stderr>:bar 29" % (r, r) for r in range(2)]
+        rows = t.wait(lambda rows: rows[-2:] == live or
+                      sorted(rows[-2:]) == live)
+        self.assertFalse([r for r in rows if "<stderr>:bar 28" in r],
+                         "an update replaces the one before")
+        self.assertIn("[1,1]<stdout>:line 29 of rank 1", rows)
+        t.tmux("send-keys", "C-c")
+        rows = t.wait(lambda rows: t.exit_code(rows) is not None)
+        self.assertTrue([r for r in rows if "stopping job %s" % job in r])
+        st = self.wait_state(job, lambda s: s != "running")
+        self.assertEqual("failed %d" % t.exit_code(rows), st)
+        # Nothing but the terminal's own shell and its sleep.
+        def stray():
+            return [p for p in hvdtest.marked_procs(self.marker)
+                    if p[1] not in ("sleep", "sh", "tmux: server")]
+        hvdtest.wait_until(lambda: not stray(), 20)
+        self.assertEqual(stray(), [])
 
     def test_stop(self):
         job = self.detach(2, FOREVER)

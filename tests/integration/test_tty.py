@@ -37,9 +37,10 @@ print("done %d" % r, flush=True)
 
 
 class Tmux:
-    """One tmux server of its own, running one command on a 120x40 screen."""
+    """One tmux server of its own, running one command on a 120x40 screen
+    (after the shell lines of prelude)."""
 
-    def __init__(self, test, cmd, env):
+    def __init__(self, test, cmd, env, prelude=""):
         self.sock = "hvdtest-%d-%s" % (os.getpid(), test.marker[-12:])
         script = os.path.join(test.tmp, "run.sh")
         with open(script, "w") as f:
@@ -48,7 +49,7 @@ class Tmux:
                 if re.match(r"^[A-Za-z_][A-Za-z0-9_]*$", k):
                     f.write("export %s=%s\n" % (k, shlex.quote(v)))
             # tmux sets TERM for its panes; the environment's must not win.
-            f.write("export TERM=screen\n")
+            f.write("export TERM=screen\n" + prelude)
             f.write("%s\necho EXIT=$?\nsleep 600\n" %
                     " ".join(shlex.quote(c) for c in cmd))
         os.chmod(script, 0o755)
