@@ -404,7 +404,7 @@ static int run(struct reader *r, const char *job)
                       ji.ranks - 1);
         return HR_EXIT_USAGE;
     }
-    hvd_frame_reader_init(&r->frames, HR_CTL_FRAME_MAX);
+    hvd_frame_reader_init(&r->frames, HVD_FRAME_MAX);
     r->loop = uv_default_loop();
     uv_pipe_init(r->loop, &r->pipe, 0);
     r->pipe.data = r;

@@ -29,8 +29,9 @@ enum hr_ctl_msg {
     HR_CTL_REFUSED = 7
 };
 
-/* Largest frame either side sends or takes. */
-#define HR_CTL_FRAME_MAX (HR_KEEP_RANK_BYTES + 64)
+/* Largest request a controller takes; a reader takes any frame (a rank's
+ * line may be as long as a frame allows). */
+#define HR_CTL_REQUEST_MAX 64
 
 /* A whole frame (header included) to free(); p is NULL without memory. */
 struct hr_ctl_frame {

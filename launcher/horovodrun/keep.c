@@ -69,8 +69,7 @@ int hr_keep_add(struct hr_keep *k, const struct hr_keep_line *line)
         return 0;
     uint32_t i = line->rank == HR_KEEP_SELF ? k->size : line->rank;
     struct hr_keep_list *l = &k->lists[i];
-    size_t len =
-        line->len < HR_KEEP_RANK_BYTES ? line->len : HR_KEEP_RANK_BYTES;
+    size_t len = line->len < HR_KEEP_LINE_MAX ? line->len : HR_KEEP_LINE_MAX;
     struct hr_keep_rec *r = malloc(sizeof(*r) + len);
     if (r == NULL)
         return HVD_ENOMEM;

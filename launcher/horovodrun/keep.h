@@ -8,6 +8,8 @@
 /* Bytes kept per rank, and for horovodrun's own messages (each line
  * counts its text and a record's size). */
 #define HR_KEEP_RANK_BYTES (256u * 1024)
+/* A longer line is kept cut to this many bytes. */
+#define HR_KEEP_LINE_MAX (HR_KEEP_RANK_BYTES / 4)
 /* The rank number of horovodrun's own messages. */
 #define HR_KEEP_SELF UINT32_MAX
 
@@ -38,7 +40,8 @@ struct hr_keep_line {
 int hr_keep_init(struct hr_keep *k, uint32_t size);
 void hr_keep_close(struct hr_keep *k);
 /*
- * Keeps one line (term an hvd_line_term); the rank's oldest lines go once
+ * Keeps one line (term an hvd_line_term; cut to HR_KEEP_LINE_MAX); the
+ * rank's oldest lines go once
  * it holds more than HR_KEEP_RANK_BYTES. A progress update (\r) is
  * replaced by the rank's next line on that stream (the next update, or
  * the text a newline ends), unless that is the tail of a \r\n;

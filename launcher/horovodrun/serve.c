@@ -290,7 +290,7 @@ static void on_connection(uv_stream_t *server, int status)
         return;
     c->s = s;
     c->rank = -1;
-    hvd_frame_reader_init(&c->reader, HR_CTL_FRAME_MAX);
+    hvd_frame_reader_init(&c->reader, HR_CTL_REQUEST_MAX);
     uv_pipe_init(s->loop, &c->pipe, 0);
     c->pipe.data = c;
     c->next = s->clients;

@@ -255,6 +255,23 @@ Test(keep, empty_lines_count_against_the_bound)
     hr_keep_close(&k);
 }
 
+Test(keep, a_long_line_is_kept_cut)
+{
+    struct hr_keep k;
+    cr_assert_eq(hr_keep_init(&k, 1), 0);
+    static char text[HR_KEEP_RANK_BYTES * 2];
+    memset(text, 'y', sizeof(text));
+    const struct hr_keep_line l = {0, HVD_STREAM_STDOUT, HVD_TERM_LF, text,
+                                   sizeof(text)};
+    cr_assert_eq(hr_keep_add(&k, &l), 0);
+    add(&k, 0, HVD_STREAM_STDOUT, HVD_TERM_LF, "next");
+    cr_assert_eq(walk(&k, 0, -1), 0);
+    cr_assert_eq(ngot, 2, "the long line stays, cut");
+    cr_expect_eq(got[0].len, HR_KEEP_LINE_MAX);
+    expect_line(1, 0, HVD_STREAM_STDOUT, HVD_TERM_LF, "next");
+    hr_keep_close(&k);
+}
+
 static int calls;
 
 static int stop_at_second(void *arg, const struct hr_keep_line *l)
