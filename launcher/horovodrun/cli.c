@@ -414,11 +414,5 @@ int hr_cli_parse(struct hr_opts *o, int argc, char **argv, FILE *out, char *err,
         snprintf(err, errlen, "no command given; " USAGE);
         return HR_CLI_USAGE;
     }
-    if (o->detach && o->mpi) {
-        snprintf(err, errlen,
-                 "--detach does not work with --mpi yet; run "
-                 "the job without one of them");
-        return HR_CLI_USAGE;
-    }
     return HR_CLI_RUN;
 }

@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "log.h"
+#include "serve.h"
 #include "summary.h"
 
 /* Copies the controller's messages to stderr until it is ready or gone;
@@ -110,7 +111,9 @@ int hr_detach_start(struct hr_opts *o, struct hr_detach *d)
     return -1;
 }
 
-void hr_detach_ready(struct hr_detach *d, const struct hr_opts *o, int np)
+/* Records the job (np ranks) and lets the first process go; stderr
+ * becomes the job's horovodrun.log. */
+static void ready(struct hr_detach *d, const struct hr_opts *o, int np)
 {
     struct hr_jobinfo ji = {0};
     char log[PATH_MAX];
@@ -140,4 +143,23 @@ void hr_detach_ready(struct hr_detach *d, const struct hr_opts *o, int np)
         hvd_log_warn("the first horovodrun went before the job ran");
     close(d->ready_fd);
     d->ready_fd = -1;
+}
+
+int hr_detach_serve(struct hr_detach *d, const struct hr_opts *o,
+                    uv_loop_t *loop, const struct hvd_plan *plan,
+                    struct hr_output *out, void (*on_stop)(void *arg, int now),
+                    void *arg, struct hr_serve **serve)
+{
+    char err[512];
+    if (hr_serve_start(serve, loop, d->root, d->id, plan, on_stop, arg, err,
+                       sizeof(err)) != 0) {
+        hvd_log_error("%s", err);
+        return HR_EXIT_INTERNAL;
+    }
+    out->tap = hr_serve_line;
+    out->tap_arg = *serve;
+    /* No terminal: the socket's readers and the files get it all. */
+    out->sinks[0].broken = out->sinks[1].broken = 1;
+    ready(d, o, plan->size);
+    return 0;
 }

@@ -4,8 +4,14 @@
 
 #include <limits.h>
 
+#include <uv.h>
+
 #include "cli.h"
 #include "jobdir.h"
+#include "output.h"
+#include "plan.h"
+
+struct hr_serve;
 
 struct hr_detach {
     char root[PATH_MAX];
@@ -23,8 +29,17 @@ struct hr_detach {
  * job with d; its messages reach the first process until it is ready.
  */
 int hr_detach_start(struct hr_opts *o, struct hr_detach *d);
-/* The controller listens: records the job (np ranks) and lets the first
- * process go; from now on stderr is the job's horovodrun.log. */
-void hr_detach_ready(struct hr_detach *d, const struct hr_opts *o, int np);
+/*
+ * The controller's side, once out is set up and before anything it starts
+ * holds its stderr: serves the job's control socket (serve.h) with out's
+ * lines, which no longer go to the terminal, records the job and lets the
+ * first process go; from then on stderr is the job's horovodrun.log.
+ * on_stop(arg, now) is a stop request. 0, or horovodrun's exit code after
+ * saying why.
+ */
+int hr_detach_serve(struct hr_detach *d, const struct hr_opts *o,
+                    uv_loop_t *loop, const struct hvd_plan *plan,
+                    struct hr_output *out, void (*on_stop)(void *arg, int now),
+                    void *arg, struct hr_serve **serve);
 
 #endif

@@ -698,20 +698,11 @@ static int setup(struct hr_job *job)
     job->out.on_pause = on_output_pause;
     job->out.on_idle = on_output_idle;
     job->out.arg = job;
-    if (job->detach) {
-        if ((rc = hr_serve_start(&job->serve, job->loop, job->detach->root,
-                                 job->detach->id, plan, on_stop_request, job,
-                                 err, sizeof(err))) != 0) {
-            hvd_log_error("%s", err);
-            return HR_EXIT_INTERNAL;
-        }
-        job->out.tap = hr_serve_line;
-        job->out.tap_arg = job->serve;
-        /* No terminal: the socket's readers and the files get it all. */
-        job->out.sinks[0].broken = job->out.sinks[1].broken = 1;
-        /* Before any agent holds horovodrun's stderr. */
-        hr_detach_ready(job->detach, o, plan->size);
-    }
+    /* Before any agent holds horovodrun's stderr. */
+    if (job->detach &&
+        (rc = hr_detach_serve(job->detach, o, job->loop, plan, &job->out,
+                              on_stop_request, job, &job->serve)) != 0)
+        return rc;
     if (hvd_secret_new(job->secret) != 0) {
         hvd_log_error("cannot read random bytes for the job secret: %s",
                       strerror(errno));

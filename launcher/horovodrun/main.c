@@ -80,7 +80,7 @@ int main(int argc, char **argv)
     }
     if (o.detach && (rc = hr_detach_start(&o, &det)) >= 0)
         goto out; /* the first process: the job runs on */
-    rc = o.mpi ? hr_mpirun_run(&o, &hl, &plan)
+    rc = o.mpi ? hr_mpirun_run(&o, &hl, &plan, o.detach ? &det : NULL)
                : hr_job_run(&o, &hl, &plan, o.detach ? &det : NULL);
 out:
     hvd_plan_close(&plan);

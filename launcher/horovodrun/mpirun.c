@@ -1,6 +1,9 @@
 /* horovodrun --mpi: runs mpirun and turns its output into ours. */
 #include "mpirun.h"
 
+#include "detach.h"
+#include "serve.h"
+
 #include <errno.h>
 #include <limits.h>
 #include <signal.h>
@@ -12,6 +15,7 @@
 
 #include "agent.h"
 #include "common/envc.h"
+#include "detach.h"
 #include "errcode.h"
 #include "log.h"
 #include "proto.h"
@@ -23,6 +27,7 @@
 #include "mpiwire.h"
 #include "net.h"
 #include "output.h"
+#include "serve.h"
 #include "spawn.h"
 #include "stdin_reader.h"
 
@@ -74,6 +79,8 @@ struct mpijob {
     uint64_t failed_at;
     struct hr_mpibuf held; /* mpirun's own stderr */
     int held_cut;
+    struct hr_detach *detach; /* --detach: the job's folder, or NULL */
+    struct hr_serve *serve;   /* its control socket */
 };
 
 static void on_stdin(struct hr_stdin *in, const char *buf, size_t n);
@@ -321,26 +328,50 @@ static void on_stop_timeout(uv_timer_t *t)
     uv_process_kill(&job->proc, SIGKILL);
 }
 
-static void on_signal(uv_signal_t *h, int sig)
+/* A signal, or a stop request through a detached job's socket (how says
+ * which): forwarded to mpirun; a second one kills it and the ranks. */
+static void interrupt(struct mpijob *job, int sig, const char *how)
 {
-    struct mpijob *job = h->data;
     if (!job->running)
         return;
     if (++job->signals_seen > 1) {
         /* Its ranks die with it: hvd-mpi-rank ends them (on this host)
          * and Open MPI's daemons theirs (on the others). */
-        hvd_log_warn("second signal: killing mpirun and every rank now");
+        hvd_log_warn("%s again: killing mpirun and every rank now", how);
         uv_process_kill(&job->proc, SIGKILL);
         return;
     }
     job->interrupt_sig = sig;
-    hvd_log_warn("received %s; forwarding it to mpirun, which stops every "
-                 "rank (again to kill them at once)",
-                 hr_summary_signame(sig));
+    hvd_log_warn("%s; forwarding it to mpirun, which stops every rank "
+                 "(again to kill them at once)",
+                 how);
     uv_process_kill(&job->proc, sig);
     uint64_t ms =
         2 * 1000 * (uint64_t)hr_mpicmd_stop_step(job->opts) + STOP_SLACK_MS;
     uv_timer_start(&job->stop_timer, on_stop_timeout, ms, 0);
+}
+
+static void on_signal(uv_signal_t *h, int sig)
+{
+    char how[64];
+    snprintf(how, sizeof(how), "received %s", hr_summary_signame(sig));
+    interrupt(h->data, sig, how);
+}
+
+/* horovodrun stop JOB, or Ctrl-C in horovodrun attach. */
+static void on_stop_request(void *arg, int now)
+{
+    struct mpijob *job = arg;
+    if (now && job->running) {
+        hvd_log_warn("stop --now requested: killing mpirun and every rank "
+                     "now");
+        job->signals_seen = 2;
+        if (job->interrupt_sig == 0)
+            job->interrupt_sig = SIGTERM;
+        uv_process_kill(&job->proc, SIGKILL);
+        return;
+    }
+    interrupt(job, SIGTERM, "stop requested (SIGTERM)");
 }
 
 static void print_held(struct mpijob *job)
@@ -513,6 +544,11 @@ static int setup(struct mpijob *job, struct hr_mpicmd *cmd)
     job->out.on_pause = on_output_pause;
     job->out.on_idle = on_output_idle;
     job->out.arg = job;
+    /* Before mpirun holds horovodrun's stderr. */
+    if (job->detach &&
+        (rc = hr_detach_serve(job->detach, o, job->loop, job->plan, &job->out,
+                              on_stop_request, job, &job->serve)) != 0)
+        return rc;
 
     int n = job->plan->size;
     job->ranks = calloc((size_t)n, sizeof(*job->ranks));
@@ -537,7 +573,7 @@ static int setup(struct mpijob *job, struct hr_mpicmd *cmd)
 }
 
 int hr_mpirun_run(const struct hr_opts *o, const struct hvd_hostlist *hosts,
-                  const struct hvd_plan *plan)
+                  const struct hvd_plan *plan, struct hr_detach *d)
 {
     struct mpijob job = {0};
     struct hr_mpicmd cmd = {0};
@@ -549,6 +585,7 @@ int hr_mpirun_run(const struct hr_opts *o, const struct hvd_hostlist *hosts,
     job.hosts = hosts;
     job.plan = plan;
     job.failed_rank = -1;
+    job.detach = d;
     signal(SIGPIPE, SIG_IGN);
 
     rc = setup(&job, &cmd);
@@ -558,6 +595,8 @@ int hr_mpirun_run(const struct hr_opts *o, const struct hvd_hostlist *hosts,
         hr_output_take_log(&job.out, 0);
         rc = summarize(&job);
     }
+    if (job.serve)
+        hr_serve_end(job.serve, rc);
     hr_mpicmd_close(&cmd);
     hr_loop_close_all(job.loop, UV_RUN_NOWAIT);
     for (int k = 0; k < 2; k++) {

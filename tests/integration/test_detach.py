@@ -4,6 +4,7 @@ refused by the job's socket, and a reader that never reads."""
 
 import os
 import re
+import shutil
 import signal
 import socket
 import struct
@@ -65,11 +66,11 @@ class DetachTest(hvdtest.TestCase):
     def hr(self, *args, timeout=60):
         return self.run_hr(*args, env=self.hr_env(), timeout=timeout)
 
-    def detach(self, np, script, *args):
+    def detach(self, np, script, *args, opts=()):
         path = os.path.join(self.tmp, "rank.py")
         with open(path, "w") as f:
             f.write(script)
-        r = self.hr("--detach", "-np", np, hvdtest.PYTHON, path, *args)
+        r = self.hr("--detach", *opts, "-np", np, hvdtest.PYTHON, path, *args)
         self.assertEqual(r.rc, 0, r.describe())
         self.assertRegex(r.out, r"^[0-9a-f]{8}\n$", r.describe())
         job = r.out.strip()
@@ -266,6 +267,31 @@ class DetachTest(hvdtest.TestCase):
         self.assertFalse(os.path.exists(self.job_dir(job)))
         self.assertEqual(self.hr("ps").out_lines[1:], [])
 
+    def test_under_mpirun(self):
+        if shutil.which("mpirun") is None:
+            self.skipTest("no mpirun (scripts/install-deps.sh installs "
+                          "Open MPI)")
+        mpi = ("--mpi",)
+        job = self.detach(2, LINES, 5, opts=mpi)
+        self.assertEqual(self.wait_state(job, lambda s: s != "running"),
+                         "exited 0")
+        r = self.hr("logs", "--rank", "1", job)
+        self.assertEqual(r.out_lines, ["[1,1]<stdout>:line %d of rank 1" % i
+                                       for i in range(5)] +
+                         ["[1,1]<stdout>:done 1"])
+        # Stopped through the socket, and killed: nothing stays either way.
+        job = self.detach(2, FOREVER, opts=mpi)
+        r = self.hr("stop", job)
+        self.assertEqual(r.rc, 0, r.describe())
+        self.assertIn("ended with exit code", r.err)
+        job = self.detach(2, FOREVER, opts=mpi)
+        self.assertTrue(hvdtest.wait_until(
+            lambda: len([p for p in hvdtest.marked_procs(self.marker)
+                         if "python" in p[1]]) >= 2, 30), "the ranks run")
+        os.kill(int(self.info(job)["pid"]), signal.SIGKILL)
+        self.assertEqual(hvdtest.wait_gone(self.marker, 30), [])
+        self.assertEqual(self.state(job), "lost")
+
     def connect_as(self, uid, path):
         """What a process of uid gets from the job's socket: the error
         name, or the bytes the job sends to a logs request."""
@@ -338,9 +364,6 @@ class DetachTest(hvdtest.TestCase):
             self.assertEqual(os.path.getsize(out), 40000 * 93)
 
     def test_usage_errors(self):
-        r = self.hr("--detach", "--mpi", "-np", "1", "true")
-        self.assertEqual(r.rc, 2)
-        self.assertIn("--detach does not work with --mpi", r.err)
         r = self.hr("logs")
         self.assertEqual(r.rc, 2)
         self.assertIn("usage: horovodrun logs", r.err)
