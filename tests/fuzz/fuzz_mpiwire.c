@@ -7,6 +7,7 @@
 #include "check.h"
 #include "common/hvd_err.h"
 #include "proto.h"
+#include "launcher/lib/linesplit.h"
 #include "launcher/lib/mpiwire.h"
 
 /*
@@ -135,7 +136,7 @@ static void check_record(const struct line *l)
     switch (a.type) {
     case 'o':
     case 'e':
-        FUZZ_CHECK(a.term >= 0 && a.term <= 3);
+        FUZZ_CHECK(a.term >= HVD_TERM_NONE && a.term <= HVD_TERM_PREVIEW);
         FUZZ_CHECK(hr_mpiwire_line(&w, a.stream, a.term, a.text, a.len) == 0);
         break;
     case 'h': {
