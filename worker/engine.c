@@ -556,8 +556,9 @@ static void defer_to_caller(struct hvd_ctx *c)
 }
 
 /* Another rank's cycle found this one idle: the thread waits this long
- * for its caller to ask before it joins. */
+ * for its caller to ask before it joins (idle_join_us). */
 #define IDLE_JOIN_US 2000
+#define IDLE_JOIN_LONG_US 100000
 
 /* Whether this rank has no work of its own in flight. Then no cycle can
  * finish anything without its next request (but a process set's without
@@ -569,8 +570,28 @@ static int rank_idle(const struct hvd_ctx *c)
 }
 
 /*
+ * How long an idle rank's thread waits for its caller. A cycle it joins
+ * empty-handed finishes none of the others' collectives in a set that
+ * holds this rank (each waits for this rank's request too) and costs
+ * every rank one more cycle; it only keeps their wait within the peer
+ * timeout. So the wait is long (measured: at -np 64 on two cores a woken
+ * caller often took over 2 ms to run, its thread joined without it, and
+ * every allreduce took two cycles), unless a process set leaves this
+ * rank out: that set's collectives need this rank's cycles though it
+ * asks nothing.
+ */
+static int64_t idle_join_us(const struct hvd_ctx *c)
+{
+    for (size_t i = 0; i < c->psets.n; i++)
+        if (c->psets.v[i]->me < 0)
+            return IDLE_JOIN_US;
+    int64_t cap = (int64_t)c->peer_timeout_s * 250000; /* a quarter */
+    return cap > 0 && cap < IDLE_JOIN_LONG_US ? cap : IDLE_JOIN_LONG_US;
+}
+
+/*
  * Another rank started a cycle while this one is idle: gives this rank's
- * caller up to IDLE_JOIN_US to ask, so that the cycle carries its request
+ * caller up to idle_join_us to ask, so that the cycle carries its request
  * (measured: at -np 4 and more ranks than CPUs, every allreduce took two
  * cycles, the first started by the rank whose caller asked first and
  * joined empty-handed by every other). Sleeps without the engine, so a
@@ -578,7 +599,7 @@ static int rank_idle(const struct hvd_ctx *c)
  */
 static void wait_for_caller(struct hvd_ctx *c)
 {
-    int64_t us = IDLE_JOIN_US;
+    int64_t us = idle_join_us(c);
     struct pollfd q[2] = {{.fd = c->wake_fd, .events = POLLIN},
                           {.fd = c->rdv_fd, .events = POLLIN}};
     struct timespec ts = {(time_t)(us / 1000000), (long)(us % 1000000) * 1000};
@@ -605,8 +626,11 @@ static void wait_for_caller(struct hvd_ctx *c)
 static void *thread_main(void *arg)
 {
     struct hvd_ctx *c = arg;
-    int quiet = 0;  /* the last sleep ended with nothing to do */
-    int waited = 0; /* for the caller, since the last cycle */
+    int quiet = 0; /* the last sleep ended with nothing to do */
+    /* The start of the last cycle this rank ran when the thread last
+     * waited for its caller: it waits once for each cycle that the others
+     * start (a cycle its caller runs meanwhile makes the next one new). */
+    int64_t waited = -1;
     pthread_mutex_lock(&c->run_mu);
     for (;;) {
         take_submitted(c);
@@ -618,13 +642,12 @@ static void *thread_main(void *arg)
         int64_t now = hvd__now_us(), due = due_at(c);
         hvd__stall_check(c);
         if (cycle_due(c, now)) {
-            if (!waited && rank_idle(c)) {
+            if (waited != c->last_cycle_us && rank_idle(c)) {
+                waited = c->last_cycle_us;
                 wait_for_caller(c);
-                waited = 1;
                 continue;
             }
             cycle(c);
-            waited = 0;
             quiet = 0;
             continue;
         }
@@ -689,7 +712,7 @@ static void *thread_main(void *arg)
             {.fd = c->shm.n > 0 && c->peers_wake ? c->shm.efd[c->shm.me] : -1,
              .events = POLLIN}};
         c->parked = 1;
-        waited = 0;
+        waited = -1;
         pthread_mutex_unlock(&c->run_mu);
         int n = ppoll(p, 5, timeout < 0 ? NULL : &ts, NULL);
         if (n > 0 && !p[0].revents && !p[1].revents)

@@ -28,6 +28,8 @@
 #define SEGMENT_DATA_MAX (64u << 20)
 /* How often a sleeping wait looks at the clock without any event. */
 #define WAIT_POLL_MS 1000
+/* How many of the ranks a sleeping wait waits for it watches die. */
+#define WATCH_MAX 4
 
 struct hvd_shm_ctl {
     _Atomic uint64_t seq;
@@ -491,14 +493,16 @@ static int laggard(const struct hvd_shm *s)
 static int sleep_once(struct hvd_shm *s, int64_t *deadline, char *err,
                       size_t errlen)
 {
-    struct pollfd p[HVD_SHM_MAX + 2];
-    int who[HVD_SHM_MAX + 2]; /* the local rank of each pidfd */
+    struct pollfd p[WATCH_MAX + 2];
+    int who[WATCH_MAX + 2]; /* the local rank of each pidfd */
     int np = 0;
     p[np++] = (struct pollfd){.fd = s->efd[s->me], .events = POLLIN};
     p[np++] = (struct pollfd){.fd = hvd__abort_fd(s->ab), .events = POLLIN};
-    /* Only the ranks this sync waits for: polling every peer's pidfd made
-     * each sleep cost O(n), and a sync O(n * n), at many ranks. */
-    for (int i = 0; i < s->n; i++)
+    /* Only the first few ranks this sync waits for: polling every peer's
+     * pidfd made each sleep cost O(n), and a sync O(n * n), at many ranks.
+     * A death among the others shows at the next look (within
+     * WAIT_POLL_MS), or at once through the abort channel. */
+    for (int i = 0; i < s->n && np < 2 + WATCH_MAX; i++)
         if (i != s->me && s->pidfd[i] >= 0 &&
             atomic_load(&s->hdr->ctl[i].seq) < s->seq) {
             who[np] = i;
