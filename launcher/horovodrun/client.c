@@ -217,6 +217,18 @@ static void on_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *b)
     *b = uv_buf_init(buf, sizeof(buf));
 }
 
+/* Ends the output (a progress block erased) and stops the loop once it
+ * is written. */
+static void leave(struct reader *r)
+{
+    if (r->out_ready) {
+        hr_output_end(&r->out);
+        hr_output_flush(&r->out);
+    }
+    if (!r->out_ready || hr_output_pending(&r->out) == 0)
+        uv_stop(r->loop);
+}
+
 static void on_read(uv_stream_t *st, ssize_t n, const uv_buf_t *b)
 {
     struct reader *r = st->data;
@@ -231,13 +243,8 @@ static void on_read(uv_stream_t *st, ssize_t n, const uv_buf_t *b)
                       r->id);
         r->failed = 1;
     }
-    if (r->out_ready) {
-        hr_output_end(&r->out);
-        hr_output_flush(&r->out);
-    }
     r->ended = r->ended || !r->follow;
-    if (!r->out_ready || hr_output_pending(&r->out) == 0)
-        uv_stop(r->loop);
+    leave(r);
 }
 
 static void send_ctl(struct reader *r, struct hr_ctl_frame f)
@@ -257,13 +264,8 @@ static void on_sigint(uv_signal_t *h, int sig)
         /* logs -f: leave, with the block erased. */
         r->failed = 1;
         r->code = 130;
-        if (r->out_ready) {
-            hr_output_end(&r->out);
-            hr_output_flush(&r->out);
-        }
         uv_read_stop((uv_stream_t *)&r->pipe);
-        if (!r->out_ready || hr_output_pending(&r->out) == 0)
-            uv_stop(r->loop);
+        leave(r);
         return;
     }
     r->sigs++;

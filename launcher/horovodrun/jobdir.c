@@ -95,9 +95,8 @@ int hr_jobdir_new(const char *root, char id[HR_JOB_ID_LEN + 1], char *err,
     return HVD_EIO;
 }
 
-/* Writes text to root/id/name through a temporary file and a rename. */
-static int write_file(const char *root, const char *id, const char *name,
-                      const char *text)
+int hr_jobdir_write(const char *root, const char *id, const char *name,
+                    int (*fill)(FILE *f, void *arg), void *arg)
 {
     char path[PATH_MAX], tmp[PATH_MAX + 8];
     if (hr_jobdir_path(path, sizeof(path), root, id, name) != 0)
@@ -106,13 +105,25 @@ static int write_file(const char *root, const char *id, const char *name,
     FILE *f = fopen(tmp, "w");
     if (f == NULL)
         return HVD_EIO;
-    int ok = fputs(text, f) >= 0;
+    int ok = fill(f, arg) == 0;
     ok = fclose(f) == 0 && ok;
     if (!ok || rename(tmp, path) != 0) {
         unlink(tmp);
         return HVD_EIO;
     }
     return 0;
+}
+
+static int put_text(FILE *f, void *text)
+{
+    return fputs(text, f) >= 0 ? 0 : -1;
+}
+
+/* Writes text to root/id/name, whole or not at all. */
+static int write_file(const char *root, const char *id, const char *name,
+                      char *text)
+{
+    return hr_jobdir_write(root, id, name, put_text, text);
 }
 
 /* One line of text: newlines become spaces. */

@@ -4,6 +4,7 @@
 
 #include <limits.h>
 #include <stddef.h>
+#include <stdio.h>
 
 #define HR_JOB_ID_LEN 8 /* hex digits */
 /* A Unix socket's path must fit sun_path. */
@@ -36,6 +37,11 @@ int hr_jobdir_new(const char *root, char id[HR_JOB_ID_LEN + 1], char *err,
 /* root/id/name into out: 0, or HVD_EINVAL when it does not fit. */
 int hr_jobdir_path(char *out, size_t len, const char *root, const char *id,
                    const char *name);
+/* Writes root/id/name through a temporary file and a rename, so that it
+ * is whole or absent: fill writes the content and returns 0. 0 or
+ * HVD_EIO. */
+int hr_jobdir_write(const char *root, const char *id, const char *name,
+                    int (*fill)(FILE *f, void *arg), void *arg);
 /* Writes root/id's info (ended and what follows are not written), or its
  * status (code and summary); each whole or not at all. 0 or HVD_EIO. */
 int hr_jobdir_write_info(const char *root, const struct hr_jobinfo *ji);

@@ -370,20 +370,13 @@ static int write_one(void *arg, const struct hr_keep_line *l)
     return put(arg, hr_ctl_line(l));
 }
 
-static void write_kept(struct hr_serve *s)
+static int fill_kept(FILE *fp, void *arg)
 {
-    char path[PATH_MAX], tmp[PATH_MAX + 8];
-    hr_jobdir_path(path, sizeof(path), s->root, s->id, "kept");
-    snprintf(tmp, sizeof(tmp), "%s.tmp", path);
-    FILE *fp = fopen(tmp, "w");
-    if (fp == NULL)
-        return;
-    int ok = put(fp, hello(s)) == 0 &&
-             hr_keep_each(&s->keep, -1, -1, write_one, fp) == 0 &&
-             put(fp, hr_ctl_end(s->code, s->summary)) == 0;
-    ok = fclose(fp) == 0 && ok;
-    if (!ok || rename(tmp, path) != 0)
-        unlink(tmp);
+    struct hr_serve *s = arg;
+    if (put(fp, hello(s)) != 0 ||
+        hr_keep_each(&s->keep, -1, -1, write_one, fp) != 0)
+        return -1;
+    return put(fp, hr_ctl_end(s->code, s->summary));
 }
 
 static void on_end_timer(uv_timer_t *t)
@@ -399,7 +392,8 @@ void hr_serve_end(struct hr_serve *s, int code)
     snprintf(s->summary, sizeof(s->summary), "%s", code ? s->last : "");
     if (hr_jobdir_write_status(s->root, s->id, code, s->summary) != 0)
         hvd_log_warn("cannot write the status of job %s in %s", s->id, s->root);
-    write_kept(s);
+    if (hr_jobdir_write(s->root, s->id, "kept", fill_kept, s) != 0)
+        hvd_log_warn("cannot write the output of job %s in %s", s->id, s->root);
     uv_close((uv_handle_t *)&s->server, NULL);
     unlink(s->sock);
     for (struct client *c = s->clients; c; c = c->next) {
