@@ -168,6 +168,22 @@ struct hvd_ctx {
     size_t nstall;
     uint8_t *fuse_buf;
     size_t fuse_cap;
+    /* The negotiation's gather keeps its buffers from cycle to cycle
+     * (hvd__exec_gather): a cycle at many ranks allocates none. */
+    struct hvd_gather {
+        uint8_t *blocks, *sizes, *tails, *all;
+        size_t blocks_cap, sizes_cap, tails_cap, all_cap;
+        size_t block; /* the next first pass's block (0: the largest) */
+    } gather;
+    /* A cycle's entry per rank (engine.c), made at start: their messages
+     * and what each holds. */
+    struct hvd_per_rank {
+        size_t *lens, *nreqs;
+        const uint8_t **msgs, **bits;
+        struct hvd_req **reqs;
+    } per_rank;
+    /* What the ranks' messages of the last cycle carried (eager.h). */
+    struct hvd_eager_in eager_in;
     /* Waiting small allreduces whose data goes with every cycle's
      * requests (eager.h), and their cache ids. */
     struct hvd_eager_out {

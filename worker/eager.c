@@ -110,12 +110,18 @@ int hvd__eager_decode(const struct hvd_ctx *c, struct hvd_eager_in *in,
                       const uint8_t **msgs, size_t *lens)
 {
     int n = c->size;
-    memset(in, 0, sizeof(*in));
-    in->count = calloc((size_t)n, 1);
-    in->ids = calloc((size_t)n, sizeof(*in->ids));
-    in->data = calloc((size_t)n, sizeof(*in->data));
-    if (in->count == NULL || in->ids == NULL || in->data == NULL)
-        return HVD_ENOMEM;
+    /* Kept from cycle to cycle: a rank's ids and data count up to its
+     * count. */
+    if (in->count == NULL) {
+        in->count = malloc((size_t)n);
+        in->ids = malloc((size_t)n * sizeof(*in->ids));
+        in->data = malloc((size_t)n * sizeof(*in->data));
+        if (in->count == NULL || in->ids == NULL || in->data == NULL) {
+            hvd__eager_free(in);
+            return HVD_ENOMEM;
+        }
+    }
+    memset(in->count, 0, (size_t)n);
     for (int r = 0; r < n; r++) {
         if (lens[r] < 4 || get_u32(msgs[r]) > lens[r] - 4)
             return HVD_EPROTO;

@@ -40,8 +40,9 @@ void hvd__eager_forget(struct hvd_ctx *c, const struct hvd_work *w);
 int hvd__eager_encode(struct hvd_ctx *c, const uint8_t *reqs, size_t reqlen,
                       uint8_t **out, size_t *len);
 /* Reads every rank's section from the front of its message (msgs[r],
- * lens[r]), moving msgs and lens past it; 0 or HVD_EPROTO. The data stay
- * in the messages. */
+ * lens[r]), moving msgs and lens past it; 0, HVD_EPROTO or HVD_ENOMEM.
+ * The data stay in the messages; in keeps its arrays from call to call,
+ * until hvd__eager_free. */
 int hvd__eager_decode(const struct hvd_ctx *c, struct hvd_eager_in *in,
                       const uint8_t **msgs, size_t *lens);
 void hvd__eager_free(struct hvd_eager_in *in);

@@ -291,13 +291,15 @@ static int feed(struct hvd_ctx *c, const uint8_t *const *msgs,
                 const size_t *lens, struct hvd_resp **resp, size_t *nresp)
 {
     size_t nbytes = (c->neg.ncache + 7) / 8;
-    const uint8_t **bits = calloc((size_t)c->size, sizeof(*bits));
-    struct hvd_req **reqs = calloc((size_t)c->size, sizeof(*reqs));
-    size_t *nreqs = calloc((size_t)c->size, sizeof(*nreqs));
+    const uint8_t **bits = c->per_rank.bits;
+    struct hvd_req **reqs = c->per_rank.reqs;
+    size_t *nreqs = c->per_rank.nreqs;
     uint8_t *every = malloc(nbytes + 1);
     int rc = HVD_ENOMEM;
 
-    if (bits == NULL || reqs == NULL || nreqs == NULL || every == NULL)
+    memset(reqs, 0, (size_t)c->size * sizeof(*reqs));
+    memset(nreqs, 0, (size_t)c->size * sizeof(*nreqs));
+    if (every == NULL)
         goto out;
     rc = 0;
     for (int r = 0; r < c->size && rc == 0; r++)
@@ -328,11 +330,8 @@ static int feed(struct hvd_ctx *c, const uint8_t *const *msgs,
         }
     }
 out:
-    for (int r = 0; reqs && r < c->size; r++)
+    for (int r = 0; r < c->size; r++)
         hvd__neg_free_reqs(reqs[r], nreqs[r]);
-    free(bits);
-    free(reqs);
-    free(nreqs);
     free(every);
     return rc;
 }
@@ -347,11 +346,10 @@ static void cycle(struct hvd_ctx *c)
 {
     struct hvd_req *mine = calloc(c->nfresh + c->nstall + 1, sizeof(*mine));
     struct hvd_resp *resp = NULL;
-    size_t nresp = 0, *lens = calloc((size_t)c->size, sizeof(*lens));
-    const uint8_t **msgs = calloc((size_t)c->size, sizeof(*msgs));
-    uint8_t *enc = NULL, *all = NULL, *msg = NULL;
+    size_t nresp = 0, *lens = c->per_rank.lens;
+    const uint8_t **msgs = c->per_rank.msgs;
+    uint8_t *enc = NULL, *msg = NULL;
     size_t enclen = 0, msglen = 0;
-    struct hvd_eager_in in = {0};
     char err[HVD_ERRMSG] = "";
     int rc = HVD_ENOMEM;
 
@@ -359,7 +357,7 @@ static void cycle(struct hvd_ctx *c)
     hvd__coll_reset_abort(c);
     hvd__coll_cycle_start(c);
     hvd__timeline_cycle(&c->tl, c->last_cycle_us);
-    if (mine == NULL || lens == NULL || msgs == NULL)
+    if (mine == NULL)
         goto out;
     for (size_t i = 0; i < c->nfresh; i++) {
         struct hvd_work *w = c->fresh[i];
@@ -392,16 +390,15 @@ static void cycle(struct hvd_ctx *c)
     /* The message: the small tensors' data, then the requests. */
     if ((rc = hvd__eager_encode(c, enc, enclen, &msg, &msglen)) != 0)
         goto out;
-    rc = hvd__exec_gather(c, msg, msglen, &all, lens, err, sizeof(err));
+    rc = hvd__exec_gather(c, msg, msglen, msgs, lens, err, sizeof(err));
     if (rc)
         goto out;
-    for (int r = 0; r < c->size; r++)
-        msgs[r] = r == 0 ? all : msgs[r - 1] + lens[r - 1];
-    rc = hvd__eager_decode(c, &in, msgs, lens);
+    struct hvd_eager_in *in = &c->eager_in;
+    rc = hvd__eager_decode(c, in, msgs, lens);
     if (rc == 0)
         rc = feed(c, msgs, lens, &resp, &nresp);
     if (rc == 0)
-        respond(c, resp, nresp, &in);
+        respond(c, resp, nresp, in);
 out:
     if (rc == HVD_EPEER || rc == HVD_ESYS || rc == HVD_ETIMEDOUT)
         rc = hvd__ring_failed(c, rc, err);
@@ -414,12 +411,8 @@ out:
     for (size_t i = 0; i < nresp; i++)
         free(resp[i].req.name);
     free(resp);
-    hvd__eager_free(&in);
     free(enc);
     free(msg);
-    free(all);
-    free(lens);
-    free(msgs);
     free(mine);
 }
 
@@ -792,6 +785,15 @@ int hvd__engine_start(struct hvd_ctx *c)
         return HVD_ESYS;
     c->npend_slots = 1024;
     c->pend = calloc(c->npend_slots, sizeof(*c->pend));
+    struct hvd_per_rank *pr = &c->per_rank;
+    size_t n = (size_t)c->size;
+    pr->lens = calloc(n, sizeof(*pr->lens));
+    pr->nreqs = calloc(n, sizeof(*pr->nreqs));
+    pr->msgs = calloc(n, sizeof(*pr->msgs));
+    pr->bits = calloc(n, sizeof(*pr->bits));
+    pr->reqs = calloc(n, sizeof(*pr->reqs));
+    if (!pr->lens || !pr->nreqs || !pr->msgs || !pr->bits || !pr->reqs)
+        return HVD_ENOMEM;
     const char *cc = getenv(HVD_ENV_CACHE_CAPACITY);
     size_t cache = cc ? (size_t)strtoull(cc, NULL, 10) : 1024;
     if (c->pend == NULL || hvd__neg_init(&c->neg, c->size, cache) != 0)
@@ -851,6 +853,8 @@ int hvd__engine_start(struct hvd_ctx *c)
     c->xring.busy_ms = hvd__shm_busy_ms(&c->shm);
     if (pthread_create(&c->thread, NULL, thread_main, c) != 0)
         return HVD_ESYS;
+    /* So that top -H, perf and gdb tell it from the rank's own threads. */
+    pthread_setname_np(c->thread, "hvd-engine");
     c->thread_started = 1;
     return 0;
 }
@@ -938,6 +942,14 @@ void hvd__engine_stop(struct hvd_ctx *c)
     free(c->pend);
     free(c->fresh);
     free(c->fuse_buf);
+    hvd__exec_gather_free(c);
+    hvd__eager_free(&c->eager_in);
+    free(c->per_rank.lens);
+    free(c->per_rank.nreqs);
+    free(c->per_rank.msgs);
+    free(c->per_rank.bits);
+    free(c->per_rank.reqs);
+    memset(&c->per_rank, 0, sizeof(c->per_rank));
     for (size_t i = 0; i < c->nstall; i++)
         free(c->stall[i].name);
     free(c->stall);

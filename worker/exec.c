@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "common/hvd_err.h"
+#include "buf.h"
 #include "ctx.h"
 #include "kernels/adasum.h"
 #include "kernels/reduce.h"
@@ -364,76 +365,94 @@ int hvd__exec(struct hvd_ctx *c, struct hvd_work *w)
     return rc;
 }
 
-/* The first pass of hvd__exec_gather carries this many bytes per rank:
- * a length and the start of the data, so that short lists (the usual
- * negotiation: a bitmap of cached names, a bit per name) take one pass
- * instead of two. Every rank copies n of them per cycle, so they are
- * kept small for the sake of many ranks. */
-#define GATHER_BLOCK 256u
-#define GATHER_HEAD (GATHER_BLOCK - 8u)
+/* The first pass of hvd__exec_gather carries a block per rank: a length
+ * and the start of the data, so that short lists (the usual negotiation:
+ * a bitmap of cached names, a bit per name) take one pass instead of
+ * two. Every rank copies n blocks per cycle, so a block is as long as the
+ * longest message of the last cycle needed, between these bounds: every
+ * rank saw the same lengths, so every rank picks the same. */
+#define GATHER_BLOCK_MIN 64u
+#define GATHER_BLOCK_MAX 256u
+
+static size_t next_block(const size_t *lens, size_t n)
+{
+    size_t most = 0;
+    for (size_t i = 0; i < n; i++)
+        if (lens[i] > most)
+            most = lens[i];
+    size_t b =
+        (most + 8 + GATHER_BLOCK_MIN - 1) & ~(size_t)(GATHER_BLOCK_MIN - 1);
+    return b < GATHER_BLOCK_MIN   ? GATHER_BLOCK_MIN
+           : b > GATHER_BLOCK_MAX ? GATHER_BLOCK_MAX
+                                  : b;
+}
 
 int hvd__exec_gather(struct hvd_ctx *c, const uint8_t *mine, size_t len,
-                     uint8_t **all, size_t *lens, char *err, size_t errlen)
+                     const uint8_t **msgs, size_t *lens, char *err,
+                     size_t errlen)
 {
+    struct hvd_gather *g = &c->gather;
     size_t n = (size_t)c->size, total = 0, rest = 0;
-    uint8_t *blocks = malloc(n * GATHER_BLOCK);
-    size_t *bytes = calloc(n, sizeof(*bytes));
-    uint8_t *tails = NULL;
+    size_t block = g->block ? g->block : GATHER_BLOCK_MAX, head = block - 8;
     int rc = HVD_ENOMEM;
 
-    *all = NULL;
-    if (blocks == NULL || bytes == NULL)
-        goto out;
-    uint8_t *me = blocks + (size_t)c->rank * GATHER_BLOCK;
+    if (hvd__grow(&g->blocks, &g->blocks_cap, n * block) ||
+        hvd__grow(&g->sizes, &g->sizes_cap, n * sizeof(size_t)))
+        return rc;
+    size_t *bytes = (size_t *)(void *)g->sizes;
+    uint8_t *me = g->blocks + (size_t)c->rank * block;
     uint64_t l64 = len;
     memcpy(me, &l64, 8);
-    memcpy(me + 8, mine, len < GATHER_HEAD ? len : GATHER_HEAD);
+    memcpy(me + 8, mine, len < head ? len : head);
     for (size_t i = 0; i < n; i++)
-        bytes[i] = GATHER_BLOCK;
-    rc = hvd__coll_allgatherv(c, me, blocks, bytes, err, errlen);
+        bytes[i] = block;
+    rc = hvd__coll_allgatherv(c, me, g->blocks, bytes, err, errlen);
     if (rc)
-        goto out;
+        return rc;
     for (size_t i = 0; i < n; i++) {
-        memcpy(&l64, blocks + i * GATHER_BLOCK, 8);
+        memcpy(&l64, g->blocks + i * block, 8);
         lens[i] = (size_t)l64;
-        bytes[i] = lens[i] > GATHER_HEAD ? lens[i] - GATHER_HEAD : 0;
+        bytes[i] = lens[i] > head ? lens[i] - head : 0;
         total += lens[i];
         rest += bytes[i];
+        msgs[i] = g->blocks + i * block + 8;
     }
-    /* Longer lists: a second pass with what did not fit. */
-    if (rest > 0) {
-        rc = HVD_ENOMEM;
-        if ((tails = malloc(rest)) == NULL)
-            goto out;
-        size_t off = 0;
-        for (int i = 0; i < c->rank; i++)
-            off += bytes[i];
-        if (bytes[c->rank])
-            memcpy(tails + off, mine + GATHER_HEAD, bytes[c->rank]);
-        rc = hvd__coll_allgatherv(c, tails + off, tails, bytes, err, errlen);
-        if (rc)
-            goto out;
-    }
+    g->block = next_block(lens, n);
+    if (rest == 0)
+        return 0; /* every message is whole in its block */
+    /* Longer lists: a second pass with what did not fit, and every
+     * message joined up in one buffer. */
     rc = HVD_ENOMEM;
-    if ((*all = malloc(total ? total : 1)) == NULL)
-        goto out;
+    if (hvd__grow(&g->tails, &g->tails_cap, rest) ||
+        hvd__grow(&g->all, &g->all_cap, total))
+        return rc;
+    size_t off = 0;
+    for (int i = 0; i < c->rank; i++)
+        off += bytes[i];
+    if (bytes[c->rank])
+        memcpy(g->tails + off, mine + head, bytes[c->rank]);
+    rc = hvd__coll_allgatherv(c, g->tails + off, g->tails, bytes, err, errlen);
+    if (rc)
+        return rc;
     size_t at = 0, toff = 0;
     for (size_t i = 0; i < n; i++) {
-        size_t head = lens[i] < GATHER_HEAD ? lens[i] : GATHER_HEAD;
-        memcpy(*all + at, blocks + i * GATHER_BLOCK + 8, head);
+        size_t first = lens[i] < head ? lens[i] : head;
+        memcpy(g->all + at, msgs[i], first);
         if (bytes[i])
-            memcpy(*all + at + head, tails + toff, bytes[i]);
+            memcpy(g->all + at + first, g->tails + toff, bytes[i]);
+        msgs[i] = g->all + at;
         at += lens[i];
         toff += bytes[i];
     }
-    rc = 0;
-out:
-    if (rc) {
-        free(*all);
-        *all = NULL;
-    }
-    free(blocks);
-    free(bytes);
-    free(tails);
-    return rc;
+    return 0;
+}
+
+void hvd__exec_gather_free(struct hvd_ctx *c)
+{
+    struct hvd_gather *g = &c->gather;
+    free(g->blocks);
+    free(g->sizes);
+    free(g->tails);
+    free(g->all);
+    memset(g, 0, sizeof(*g));
 }

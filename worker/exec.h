@@ -22,8 +22,11 @@ size_t hvd__exec_rows(const struct hvd_work *w, int size, int rank,
 /* The elements of reducescatter w that this rank receives: its rows in
  * w's process set (none for a stand-in). */
 size_t hvd__exec_mine(const struct hvd_work *w);
-/* Every rank's len bytes, in rank order: *all (malloc) and lens[size]. */
+/* Every rank's len bytes, in rank order: msgs[r] of lens[r] bytes (r <
+ * size), in c->gather, where they stay until the next gather. */
 int hvd__exec_gather(struct hvd_ctx *c, const uint8_t *mine, size_t len,
-                     uint8_t **all, size_t *lens, char *err, size_t errlen);
+                     const uint8_t **msgs, size_t *lens, char *err,
+                     size_t errlen);
+void hvd__exec_gather_free(struct hvd_ctx *c);
 
 #endif

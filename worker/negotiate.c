@@ -624,7 +624,9 @@ int hvd__neg_decode(const struct hvd_neg *t, const uint8_t *p, size_t len,
     /* Each request takes at least 47 bytes: no forged count allocates. */
     if (r.err || cnt > (r.len - r.off) / 47)
         return r.err ? r.err : HVD_EPROTO;
-    struct hvd_req *a = calloc(cnt ? cnt : 1, sizeof(*a));
+    if (cnt == 0) /* the steady state: cached names only */
+        return hvd_rbuf_done(&r);
+    struct hvd_req *a = calloc(cnt, sizeof(*a));
     if (a == NULL)
         return HVD_ENOMEM;
     for (uint32_t i = 0; i < cnt; i++) {

@@ -90,7 +90,7 @@ Test(eager, every_rank_folds_what_every_rank_carried)
     len -= 1;
     const uint8_t *msgs[2] = {msg, msg};
     size_t lens[2] = {len + 1, len + 1};
-    struct hvd_eager_in in2;
+    struct hvd_eager_in in2 = {0};
     cr_assert_eq(hvd__eager_decode(c, &in2, msgs, lens), 0);
     cr_expect_eq(lens[0], 1, "the requests follow the section");
     cr_expect_eq(*msgs[1], 0x7f);
@@ -101,6 +101,16 @@ Test(eager, every_rank_folds_what_every_rank_carried)
         cr_expect_eq(out[i], 2 * in[i]);
     struct hvd_resp other = {.req = req("big", 20)};
     cr_expect(!hvd__eager_ready(c, &in2, &other), "nobody carried it");
+    /* The next cycle reuses the arrays: rank 1 carried nothing this
+     * time, so the tensor is not ready. */
+    static const uint8_t none[5] = {0, 0, 0, 0, 0x7f};
+    msgs[0] = msg;
+    msgs[1] = none;
+    lens[0] = len + 1;
+    lens[1] = sizeof(none);
+    cr_assert_eq(hvd__eager_decode(c, &in2, msgs, lens), 0);
+    cr_expect_eq(lens[1], 1);
+    cr_expect(!hvd__eager_ready(c, &in2, &r), "rank 1 carried nothing");
     hvd__eager_free(&in2);
     free(msg);
     ctx_free(c);
@@ -112,7 +122,7 @@ static int decode(struct hvd_ctx *c, const uint8_t *p, size_t len)
     static const uint8_t empty[4] = {0};
     const uint8_t *msgs[2] = {p, empty};
     size_t lens[2] = {len, sizeof(empty)};
-    struct hvd_eager_in in;
+    struct hvd_eager_in in = {0};
     int rc = hvd__eager_decode(c, &in, msgs, lens);
     hvd__eager_free(&in);
     return rc;
