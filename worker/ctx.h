@@ -129,7 +129,7 @@ struct hvd_ctx {
     pthread_mutex_t run_mu;
     int inline_ok;  /* callers may run the engine (not under MPI) */
     int parked;     /* the background thread sleeps without run_mu */
-    int peers_wake; /* and the other ranks' cycles wake it */
+    int peers_wake; /* and how the others' cycles wake it (HVD_SHM_WAKE_*) */
     /* Until when a caller that ran the engine counts as about to again. */
     _Atomic int64_t inline_until_us;
     /* Callers asleep until the background thread finishes their work. */

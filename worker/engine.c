@@ -562,6 +562,16 @@ static int rank_idle(const struct hvd_ctx *c)
            atomic_load(&c->pending) == 0;
 }
 
+/* Whether a process set leaves this rank out: its collectives need this
+ * rank's cycles though this rank asks nothing. */
+static int left_out(const struct hvd_ctx *c)
+{
+    for (size_t i = 0; i < c->psets.n; i++)
+        if (c->psets.v[i]->me < 0)
+            return 1;
+    return 0;
+}
+
 /*
  * How long an idle rank's thread waits for its caller. A cycle it joins
  * empty-handed finishes none of the others' collectives in a set that
@@ -570,14 +580,12 @@ static int rank_idle(const struct hvd_ctx *c)
  * timeout. So the wait is long (measured: at -np 64 on two cores a woken
  * caller often took over 2 ms to run, its thread joined without it, and
  * every allreduce took two cycles), unless a process set leaves this
- * rank out: that set's collectives need this rank's cycles though it
- * asks nothing.
+ * rank out.
  */
 static int64_t idle_join_us(const struct hvd_ctx *c)
 {
-    for (size_t i = 0; i < c->psets.n; i++)
-        if (c->psets.v[i]->me < 0)
-            return IDLE_JOIN_US;
+    if (left_out(c))
+        return IDLE_JOIN_US;
     int64_t cap = (int64_t)c->peer_timeout_s * 250000; /* a quarter */
     return cap > 0 && cap < IDLE_JOIN_LONG_US ? cap : IDLE_JOIN_LONG_US;
 }
@@ -664,9 +672,13 @@ static void *thread_main(void *arg)
          * flight, the other ranks' cycles need not wake this thread (in
          * shared memory or on a ring socket): the callers take those, and
          * the thread looks again when the window closes. Work in flight
-         * is the thread's to carry on: then they wake it. */
+         * is the thread's to carry on: then they wake it at once. An idle
+         * rank's caller brings it to the next cycle anyway, so in shared
+         * memory the others wake it only if they wait long for it. */
         int64_t watch = atomic_load(&c->inline_until_us) - now;
-        c->peers_wake = watch <= 0 || !rank_idle(c);
+        c->peers_wake = !rank_idle(c) || left_out(c) ? HVD_SHM_WAKE_NOW
+                        : watch <= 0                 ? HVD_SHM_WAKE_LATE
+                                                     : HVD_SHM_AWAKE;
         atomic_store(&c->sleeping, 1);
         hvd__shm_set_sleeping(&c->shm, c->peers_wake);
         if (atomic_load(&c->pending) > 0 || hvd__coll_peer_started(c)) {
@@ -828,10 +840,11 @@ int hvd__engine_start(struct hvd_ctx *c)
     /* Callers may run the engine on their own threads (run_inline), but
      * not under MPI, which is initialised for the background thread alone,
      * nor with many more ranks than CPUs. Measured on two cores, 8 B:
-     * -np 4 took 11-19 us inline against 41-65 handed over, -np 8 90-120
-     * against 129-165, but -np 16 320-330 against 280-296 and -np 64
-     * 2.0-2.6 ms against 1.4-1.9 ms. */
-    c->inline_ok = c->local_size <= 4 * cpus && strcmp(c->tp->name, "mpi") != 0;
+     * -np 12 took 64-67 us inline against 116-124 handed over, -np 20
+     * 148-154 against 199-208, -np 24 to 40 about the same either way, but
+     * -np 64 1.04-1.13 ms against 0.71-0.74 ms. */
+    c->inline_ok =
+        c->local_size <= 10 * cpus && strcmp(c->tp->name, "mpi") != 0;
     /* Inside a shared-memory collective the others are due any moment,
      * and a sleep and wake-up costs tens of microseconds a time: after
      * the spin, yield the CPU until 10 times as long has passed (50 us

@@ -1,6 +1,8 @@
-/* Unit tests for the shared-memory sync's deadline (transport/shm.c).
- * This process and a forked child are the two ranks of one host. */
+/* Unit tests for the shared-memory sync's deadline and wake-ups
+ * (transport/shm.c). This process and a forked child are the two ranks
+ * of one host. */
 #include <criterion/criterion.h>
+#include <poll.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/wait.h>
@@ -99,4 +101,55 @@ Test(shm, a_wait_fails_when_the_awaited_rank_moves_nothing)
                  PROGRESS_MS);
     reap(pid);
     hvd__shm_close(&s);
+}
+
+/* The child's report: how long it slept before the parent's sync woke
+ * it, in the mode the parent chose before the fork. */
+static int g_report[2];
+static int g_mode;
+
+static void sleep_until_woken(struct hvd_shm *s)
+{
+    hvd__shm_set_sleeping(s, g_mode);
+    while (!hvd__shm_peer_ahead(s))
+        sleep_ms(0);
+    int64_t t0 = hvd__now_ms();
+    struct pollfd p = {.fd = s->efd[s->me], .events = POLLIN};
+    (void)poll(&p, 1, 3000);
+    int64_t took = hvd__now_ms() - t0;
+    hvd__shm_set_sleeping(s, HVD_SHM_AWAKE);
+    hvd__shm_drain(s);
+    (void)!write(g_report[1], &took, sizeof(took));
+}
+
+/* How long the child, asleep in mode, slept once this rank synced. */
+static int64_t slept(int mode)
+{
+    struct hvd_shm s;
+    char err[256] = "";
+    int64_t took = -1;
+    g_mode = mode;
+    cr_assert_eq(pipe(g_report), 0);
+    pid_t pid = pair(&s, sleep_until_woken);
+    cr_expect_eq(hvd__shm_sync(&s, err, sizeof(err)), 0, "%s", err);
+    cr_expect_eq(read(g_report[0], &took, sizeof(took)), sizeof(took));
+    reap(pid);
+    hvd__shm_close(&s);
+    close(g_report[0]);
+    close(g_report[1]);
+    return took;
+}
+
+Test(shm, a_rank_with_work_in_flight_is_woken_at_once)
+{
+    int64_t took = slept(HVD_SHM_WAKE_NOW);
+    cr_expect(took >= 0 && took < 1000, "woken after %lld ms", (long long)took);
+}
+
+Test(shm, an_idle_rank_is_woken_only_once_the_wait_gets_long)
+{
+    int64_t took = slept(HVD_SHM_WAKE_LATE);
+    cr_expect_geq(took, HVD_SHM_LATE_WAKE_MS - 1,
+                  "the first rank's arrival woke the idle one");
+    cr_expect_lt(took, 2000, "the waiting rank never woke the idle one");
 }

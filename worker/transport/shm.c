@@ -422,14 +422,17 @@ uint8_t *hvd__shm_tmp(struct hvd_shm *s, size_t want)
     return hvd__grow(&s->tmp, &s->tmp_cap, want ? want : 1) ? NULL : s->tmp;
 }
 
-/* Wakes local rank i if it sleeps, once: the first waker takes its flag,
- * so that a sleeper costs one write however many ranks arrive. */
-static void wake(const struct hvd_shm *s, int i)
+/* Wakes local rank i if it sleeps in one of the modes up to most, once:
+ * the first waker takes its flag, so that a sleeper costs one write
+ * however many ranks arrive. */
+static void wake(const struct hvd_shm *s, int i, uint32_t most)
 {
     uint64_t one = 1;
+    uint32_t mode = atomic_load(&s->hdr->ctl[i].sleeping);
     /* A full counter (EAGAIN) already wakes the sleeper. */
-    if (atomic_load(&s->hdr->ctl[i].sleeping) &&
-        atomic_exchange(&s->hdr->ctl[i].sleeping, 0))
+    if (mode != HVD_SHM_AWAKE && mode <= most &&
+        atomic_compare_exchange_strong(&s->hdr->ctl[i].sleeping, &mode,
+                                       HVD_SHM_AWAKE))
         (void)!write(s->efd[i], &one, sizeof(one));
 }
 
@@ -440,7 +443,7 @@ void hvd__shm_abort(struct hvd_shm *s)
     atomic_store(&s->hdr->aborted, 1);
     for (int i = 0; i < s->n; i++)
         if (i != s->me)
-            wake(s, i);
+            wake(s, i, HVD_SHM_WAKE_LATE);
 }
 
 /* The loads of seq are sequentially consistent, like the stores of seq and
@@ -456,11 +459,11 @@ int hvd__shm_peer_ahead(const struct hvd_shm *s)
     return 0;
 }
 
-void hvd__shm_set_sleeping(struct hvd_shm *s, int on)
+void hvd__shm_set_sleeping(struct hvd_shm *s, int mode)
 {
     if (s->hdr == NULL)
         return;
-    atomic_store(&s->hdr->ctl[s->me].sleeping, (uint32_t)on);
+    atomic_store(&s->hdr->ctl[s->me].sleeping, (uint32_t)mode);
 }
 
 _Atomic int64_t *hvd__shm_busy_ms(struct hvd_shm *s)
@@ -477,21 +480,31 @@ void hvd__shm_drain(struct hvd_shm *s)
         ;
 }
 
-/* The first local rank behind this one's count, or -1. */
-static int laggard(const struct hvd_shm *s)
+/* The first local rank behind this one's count, or -1. A rank's count
+ * only grows, so each look resumes where the last one stopped (passed,
+ * reset at each sync): a wait loads each count once, not once a look. */
+static int laggard(struct hvd_shm *s)
 {
-    for (int i = 0; i < s->n; i++)
-        if (atomic_load(&s->hdr->ctl[i].seq) < s->seq)
-            return i;
+    for (; s->passed < s->n; s->passed++)
+        if (atomic_load(&s->hdr->ctl[s->passed].seq) < s->seq)
+            return s->passed;
     return -1;
+}
+
+/* Wakes the ranks behind that sleep in the modes up to most. */
+static void wake_behind(struct hvd_shm *s, uint32_t most)
+{
+    for (int i = laggard(s); i >= 0 && i < s->n; i++)
+        if (i != s->me && atomic_load(&s->hdr->ctl[i].seq) < s->seq)
+            wake(s, i, most);
 }
 
 /* Sleeps until woken, a peer dies, the abort channel speaks or a second
  * passes; returns a negative code when the wait must end in failure. A
  * deadline from progress_ms moves on while the rank waited for moves data
  * elsewhere. */
-static int sleep_once(struct hvd_shm *s, int64_t *deadline, char *err,
-                      size_t errlen)
+static int sleep_once(struct hvd_shm *s, int64_t *deadline, int64_t soon,
+                      char *err, size_t errlen)
 {
     struct pollfd p[WATCH_MAX + 2];
     int who[WATCH_MAX + 2]; /* the local rank of each pidfd */
@@ -508,8 +521,10 @@ static int sleep_once(struct hvd_shm *s, int64_t *deadline, char *err,
             who[np] = i;
             p[np++] = (struct pollfd){.fd = s->pidfd[i], .events = POLLIN};
         }
+    int64_t until =
+        soon > 0 && (*deadline == 0 || soon < *deadline) ? soon : *deadline;
     int timeout =
-        hvd__poll_timeout(*deadline, s->ab ? s->ab->deadline : 0, WAIT_POLL_MS);
+        hvd__poll_timeout(until, s->ab ? s->ab->deadline : 0, WAIT_POLL_MS);
     int got = poll(p, (nfds_t)np, timeout);
     if (got < 0 && errno != EINTR) {
         snprintf(err, errlen, "poll failed: %s", strerror(errno));
@@ -553,16 +568,23 @@ static int sleep_once(struct hvd_shm *s, int64_t *deadline, char *err,
 int hvd__shm_sync(struct hvd_shm *s, char *err, size_t errlen)
 {
     s->seq++;
+    s->passed = 0;
     atomic_store(&s->hdr->ctl[s->me].seq, s->seq);
-    /* Wake the ranks behind, which must come (an idle one sleeps until
-     * told), and, as the last to arrive, the ones that wait for it: not
-     * every rank at every arrival, which made a sync cost n * n wake-ups.
-     * Of two ranks arriving last at once, the later store sees no one
-     * behind, so one of them wakes the waiters. */
-    int last = laggard(s) < 0;
-    for (int i = 0; i < s->n; i++)
-        if (i != s->me && (last || atomic_load(&s->hdr->ctl[i].seq) < s->seq))
-            wake(s, i);
+    /* Wake the ranks behind that must come at once (a rank with work in
+     * flight sleeps until told; an idle one is told only if this wait
+     * gets long, below, since its caller's call brings it anyway), and,
+     * as the last to arrive, the ones that wait for it: not every rank at
+     * every arrival, which made a sync cost n * n wake-ups. Of two ranks
+     * arriving last at once, the later store sees no one behind, so one
+     * of them wakes the waiters. */
+    if (laggard(s) < 0) {
+        for (int i = 0; i < s->n; i++)
+            if (i != s->me)
+                wake(s, i, HVD_SHM_WAKE_NOW);
+    } else {
+        wake_behind(s, HVD_SHM_WAKE_NOW);
+    }
+    int64_t late = 0; /* when the idle ranks behind are woken */
     int64_t deadline = s->deadline_ms;
     struct hvd_spin spin = {0};
     /* A stopped or hung rank keeps its memory mapped: only the wait
@@ -590,9 +612,18 @@ int hvd__shm_sync(struct hvd_shm *s, char *err, size_t errlen)
             sched_yield();
             continue;
         }
-        hvd__shm_set_sleeping(s, 1);
-        int rc = laggard(s) < 0 ? 0 : sleep_once(s, &deadline, err, errlen);
-        hvd__shm_set_sleeping(s, 0);
+        int64_t now = hvd__now_ms();
+        if (late == 0) {
+            late = now + HVD_SHM_LATE_WAKE_MS;
+        } else if (late > 0 && now >= late) {
+            wake_behind(s, HVD_SHM_WAKE_LATE);
+            late = -1;
+        }
+        hvd__shm_set_sleeping(s, HVD_SHM_WAKE_NOW);
+        int rc = laggard(s) < 0 ? 0
+                                : sleep_once(s, &deadline, late > 0 ? late : 0,
+                                             err, errlen);
+        hvd__shm_set_sleeping(s, HVD_SHM_AWAKE);
         if (rc < 0) {
             /* The others must not wait for this rank either. */
             hvd__shm_abort(s);

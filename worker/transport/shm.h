@@ -31,6 +31,7 @@ struct hvd_shm {
     int *efd;      /* every local rank's eventfd; efd[me] wakes us */
     int *pidfd;    /* the other ranks' pidfds (-1: unknown) */
     uint64_t seq;  /* syncs this rank has entered */
+    int passed;    /* the local ranks before this index have entered it */
     int spin_us;   /* busy-wait this long, */
     int yield_us;  /* then yield the CPU until this long, then sleep */
     /* Heard while a sync waits (may be NULL: then only a dead peer or the
@@ -68,10 +69,20 @@ void hvd__shm_abort(struct hvd_shm *s);
 /* Whether another local rank has entered more syncs than this one: it
  * started a collective that this rank must join. */
 int hvd__shm_peer_ahead(const struct hvd_shm *s);
-/* Marks this rank as sleeping on efd[me] (or awake again), so that the
- * others wake it when they start a collective. Like hvd__shm_drain, does
- * nothing without a segment. */
-void hvd__shm_set_sleeping(struct hvd_shm *s, int on);
+/* How a sleeping rank wants to be woken when the others start a
+ * collective (hvd__shm_set_sleeping). */
+enum {
+    HVD_SHM_AWAKE = 0,
+    HVD_SHM_WAKE_NOW = 1, /* at once: it has work in flight, or waits */
+    /* Only if the collective waits for it long (HVD_SHM_LATE_WAKE_MS):
+     * an idle rank, which joins when its caller asks anyway. */
+    HVD_SHM_WAKE_LATE = 2
+};
+#define HVD_SHM_LATE_WAKE_MS 2
+/* Marks this rank as sleeping on efd[me] (mode: HVD_SHM_WAKE_*) or awake
+ * again (HVD_SHM_AWAKE). Like hvd__shm_drain, does nothing without a
+ * segment. */
+void hvd__shm_set_sleeping(struct hvd_shm *s, int mode);
 /* Where this rank says when its work outside shared memory (a ring
  * between hosts) last moved data: a sync waiting for it lasts until
  * progress_ms after that. NULL without a segment. */
