@@ -13,6 +13,7 @@ import unittest
 
 HR = os.environ["HVD_HOROVODRUN"]
 CHECK = os.environ["HVD_COLLCHECK"]
+TINY = os.environ["HVD_TINY"]
 HASH_RE = re.compile(r"collcheck: (identical \S+ n=\d+) hash ([0-9a-f]{16})")
 DONE_RE = re.compile(r"collcheck: rank (\d+) of (\d+): (\d+) checks, "
                      r"(\d+) failures")
@@ -103,6 +104,18 @@ class TransportTest(unittest.TestCase):
                 # Random floats, where the order of additions shows: the
                 # same bits on both transports.
                 self.assertEqual(shm_hashes, tcp_hashes)
+
+    @unittest.skipIf(UNDER_TSAN, "256 ranks: run in the first pass")
+    def test_256_ranks_share_memory(self):
+        # More ranks than one SCM_RIGHTS message carries descriptors for
+        # (253): the segment and eventfds reach each rank in several.
+        np = 256
+        p, _ = run([HR, "-np", str(np), "--log-level", "debug", TINY])
+        self.assertEqual(p.returncode, 0, p.stdout[-2000:] + p.stderr[-2000:])
+        self.assertEqual(p.stdout.count(": ok\n"), np, p.stdout[-2000:])
+        transports = set(t for _, t in TRANSPORT_RE.findall(p.stderr))
+        self.assertEqual(transports, {"shared memory (%d ranks on host "
+                                      "localhost)" % np}, p.stderr[-2000:])
 
     @unittest.skipIf(UNDER_TSAN, BRUCK_SKIP)
     def test_hierarchical_among_five_hosts(self):

@@ -102,10 +102,13 @@ static int hello_mac(const uint8_t *secret, size_t secretlen,
     return hvd_hmac(secret, secretlen, parts, 4, out);
 }
 
-/* Sends len bytes with fds attached. */
+/* Descriptors in one SCM_RIGHTS message (the kernel takes 253 at most). */
+#define FDS_PER_MSG 200
+
+/* Sends len bytes with nfd <= FDS_PER_MSG fds attached. */
 static int send_fds(int fd, const void *p, size_t len, const int *fds, int nfd)
 {
-    char ctl[CMSG_SPACE(sizeof(int) * (HVD_SHM_MAX + 1))];
+    char ctl[CMSG_SPACE(sizeof(int) * FDS_PER_MSG)];
     struct iovec iov = {(void *)(uintptr_t)p, len};
     struct msghdr m = {.msg_iov = &iov, .msg_iovlen = 1};
     memset(ctl, 0, sizeof(ctl));
@@ -127,7 +130,7 @@ static int send_fds(int fd, const void *p, size_t len, const int *fds, int nfd)
 static int recv_fds(int fd, void *p, size_t len, int *fds, int maxfd, int *nfd,
                     int64_t deadline)
 {
-    char ctl[CMSG_SPACE(sizeof(int) * (HVD_SHM_MAX + 1))];
+    char ctl[CMSG_SPACE(sizeof(int) * FDS_PER_MSG)];
     struct iovec iov = {p, len};
     struct msghdr m = {.msg_iov = &iov, .msg_iovlen = 1};
     struct pollfd pf = {.fd = fd, .events = POLLIN};
@@ -154,6 +157,34 @@ static int recv_fds(int fd, void *p, size_t len, int *fds, int maxfd, int *nfd,
     }
     if (n != (ssize_t)len || (m.msg_flags & MSG_CTRUNC))
         return n == 0 ? HVD_EPEER : HVD_EPROTO;
+    return 0;
+}
+
+/* Sends nfd fds, FDS_PER_MSG to a one-byte message. */
+static int send_many(int fd, const int *fds, int nfd)
+{
+    for (int at = 0; at < nfd; at += FDS_PER_MSG) {
+        int k = nfd - at < FDS_PER_MSG ? nfd - at : FDS_PER_MSG;
+        if (send_fds(fd, "S", 1, fds + at, k))
+            return HVD_ESYS;
+    }
+    return 0;
+}
+
+/* Receives the nfd fds that send_many sends; *got says how many came. */
+static int recv_many(int fd, int *fds, int nfd, int *got, int64_t deadline)
+{
+    char ok;
+    *got = 0;
+    while (*got < nfd) {
+        int want = nfd - *got < FDS_PER_MSG ? nfd - *got : FDS_PER_MSG, k = 0;
+        int rc = recv_fds(fd, &ok, 1, fds + *got, want, &k, deadline);
+        *got += k;
+        if (rc)
+            return rc;
+        if (k != want)
+            return HVD_EPROTO;
+    }
     return 0;
 }
 
@@ -215,7 +246,7 @@ static int lead(struct hvd_shm *s, int lfd, int memfd, const uint8_t *secret,
     memcpy(fds + 1, s->efd, (size_t)s->n * sizeof(int));
     rc = 0;
     for (int i = 1; i < s->n && rc == 0; i++)
-        if ((rc = send_fds(conn[i], "S", 1, fds, s->n + 1)))
+        if ((rc = send_many(conn[i], fds, s->n + 1)))
             snprintf(err, errlen,
                      "shared memory: cannot hand the segment to rank %d: %s",
                      s->ranks[i], strerror(errno));
@@ -238,7 +269,6 @@ static int follow(struct hvd_shm *s, const struct sockaddr_un *sa,
     int *fds = malloc(((size_t)s->n + 1) * sizeof(*fds));
     uint8_t nonce[HVD_NONCE_LEN];
     struct hello h = {SHM_MAGIC, (uint32_t)s->ranks[s->me], {0}};
-    char ok;
 
     if (fds == NULL)
         return HVD_ENOMEM;
@@ -260,12 +290,8 @@ static int follow(struct hvd_shm *s, const struct sockaddr_un *sa,
     if ((rc = hvd__sock_recv_all(fd, nonce, sizeof(nonce), deadline)) ||
         (rc = hello_mac(secret, secretlen, nonce, s->host, h.rank, h.mac)) ||
         (rc = send_fds(fd, &h, sizeof(h), &s->efd[s->me], 1)) ||
-        (rc = recv_fds(fd, &ok, 1, fds, s->n + 1, &nfd, deadline)))
+        (rc = recv_many(fd, fds, s->n + 1, &nfd, deadline)))
         goto out;
-    if (nfd != s->n + 1) {
-        rc = HVD_EPROTO;
-        goto out;
-    }
     *memfd = fds[0];
     for (int i = 0; i < s->n; i++) {
         if (i == s->me)

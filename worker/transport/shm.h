@@ -12,9 +12,9 @@
 #include "wait.h"
 #include "ring.h"
 
-/* Most local ranks that share memory: the segment's fd and every rank's
- * eventfd travel in one SCM_RIGHTS message (at most 253 descriptors). */
-#define HVD_SHM_MAX 128
+/* Most local ranks that share memory: each holds an eventfd and a pidfd
+ * for every other, which must fit the usual limit of 1024 descriptors. */
+#define HVD_SHM_MAX 256
 
 struct hvd_shm_hdr;
 
