@@ -134,6 +134,8 @@ struct hvd_ctx {
     _Atomic int64_t inline_until_us;
     /* Callers asleep until the background thread finishes their work. */
     _Atomic int nwaiting;
+    /* The background thread waits for run_mu after a sleep. */
+    _Atomic int thread_waits;
     struct hvd_request *stop; /* a shutdown request taken */
     int wake_fd;              /* eventfd: new work for the idle thread */
     _Atomic int pending;      /* work queued and not yet taken */
