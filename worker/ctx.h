@@ -173,9 +173,10 @@ struct hvd_ctx {
     /* The negotiation's gather keeps its buffers from cycle to cycle
      * (hvd__exec_gather): a cycle at many ranks allocates none. */
     struct hvd_gather {
-        uint8_t *blocks, *sizes, *tails, *all;
-        size_t blocks_cap, sizes_cap, tails_cap, all_cap;
-        size_t block; /* the next first pass's block (0: the largest) */
+        uint8_t *blocks, *tails, *all;
+        size_t blocks_cap, tails_cap, all_cap;
+        size_t *bytes; /* per rank, in the current pass */
+        size_t block;  /* the next first pass's block (0: the largest) */
     } gather;
     /* A cycle's entry per rank (engine.c), made at start: their messages
      * and what each holds. */

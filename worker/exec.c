@@ -396,10 +396,11 @@ int hvd__exec_gather(struct hvd_ctx *c, const uint8_t *mine, size_t len,
     size_t block = g->block ? g->block : GATHER_BLOCK_MAX, head = block - 8;
     int rc = HVD_ENOMEM;
 
-    if (hvd__grow(&g->blocks, &g->blocks_cap, n * block) ||
-        hvd__grow(&g->sizes, &g->sizes_cap, n * sizeof(size_t)))
+    if (g->bytes == NULL && (g->bytes = calloc(n, sizeof(*g->bytes))) == NULL)
         return rc;
-    size_t *bytes = (size_t *)(void *)g->sizes;
+    if (hvd__grow(&g->blocks, &g->blocks_cap, n * block))
+        return rc;
+    size_t *bytes = g->bytes;
     uint8_t *me = g->blocks + (size_t)c->rank * block;
     uint64_t l64 = len;
     memcpy(me, &l64, 8);
@@ -451,7 +452,7 @@ void hvd__exec_gather_free(struct hvd_ctx *c)
 {
     struct hvd_gather *g = &c->gather;
     free(g->blocks);
-    free(g->sizes);
+    free(g->bytes);
     free(g->tails);
     free(g->all);
     memset(g, 0, sizeof(*g));

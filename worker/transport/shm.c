@@ -517,12 +517,21 @@ static int laggard(struct hvd_shm *s)
     return -1;
 }
 
+/* The first other local rank from i on that is behind this one's count,
+ * or -1: with laggard(s) as the start, the ranks a wait waits for. */
+static int behind_from(const struct hvd_shm *s, int i)
+{
+    for (; i >= 0 && i < s->n; i++)
+        if (i != s->me && atomic_load(&s->hdr->ctl[i].seq) < s->seq)
+            return i;
+    return -1;
+}
+
 /* Wakes the ranks behind that sleep in the modes up to most. */
 static void wake_behind(struct hvd_shm *s, uint32_t most)
 {
-    for (int i = laggard(s); i >= 0 && i < s->n; i++)
-        if (i != s->me && atomic_load(&s->hdr->ctl[i].seq) < s->seq)
-            wake(s, i, most);
+    for (int i = behind_from(s, laggard(s)); i >= 0; i = behind_from(s, i + 1))
+        wake(s, i, most);
 }
 
 /* Sleeps until woken, a peer dies, the abort channel speaks or a second
@@ -541,9 +550,9 @@ static int sleep_once(struct hvd_shm *s, int64_t *deadline, int64_t soon,
      * pidfd made each sleep cost O(n), and a sync O(n * n), at many ranks.
      * A death among the others shows at the next look (within
      * WAIT_POLL_MS), or at once through the abort channel. */
-    for (int i = 0; i < s->n && np < 2 + WATCH_MAX; i++)
-        if (i != s->me && s->pidfd[i] >= 0 &&
-            atomic_load(&s->hdr->ctl[i].seq) < s->seq) {
+    for (int i = behind_from(s, laggard(s)); i >= 0 && np < 2 + WATCH_MAX;
+         i = behind_from(s, i + 1))
+        if (s->pidfd[i] >= 0) {
             who[np] = i;
             p[np++] = (struct pollfd){.fd = s->pidfd[i], .events = POLLIN};
         }
