@@ -185,6 +185,11 @@ struct hvd_ctx {
         const uint8_t **msgs, **bits;
         struct hvd_req **reqs;
     } per_rank;
+    /* The steady exchange's copy of its result (steady.h). */
+    struct hvd_steady {
+        uint8_t *buf;
+        size_t cap;
+    } steady;
     /* What the ranks' messages of the last cycle carried (eager.h). */
     struct hvd_eager_in eager_in;
     /* Waiting small allreduces whose data goes with every cycle's

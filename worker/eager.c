@@ -106,40 +106,93 @@ static size_t bytes_of(const struct hvd_neg *t, uint32_t id)
     return b <= HVD_EAGER_MAX_BYTES ? b : 0;
 }
 
-int hvd__eager_decode(const struct hvd_ctx *c, struct hvd_eager_in *in,
-                      const uint8_t **msgs, size_t *lens)
+/* Reads rank r's section (msg, len) into row r of in; 0 or HVD_EPROTO. */
+static int read_section(const struct hvd_ctx *c, struct hvd_eager_in *in, int r,
+                        const uint8_t *msg, size_t len)
 {
-    int n = c->size;
-    /* Kept from cycle to cycle: a rank's ids and data count up to its
-     * count. */
+    if (len < 4 || get_u32(msg) > len - 4)
+        return HVD_EPROTO;
+    size_t sec = get_u32(msg), off = 0;
+    const uint8_t *p = msg + 4;
+    while (off < sec) {
+        if (sec - off < 4 || in->count[r] == HVD_EAGER_MAX)
+            return HVD_EPROTO;
+        uint32_t id = get_u32(p + off);
+        size_t b = bytes_of(&c->neg, id);
+        if (b == 0 || b > sec - off - 4)
+            return HVD_EPROTO;
+        in->ids[r][in->count[r]] = (int32_t)id;
+        in->data[r][in->count[r]++] = p + off + 4;
+        off += 4 + b;
+    }
+    return 0;
+}
+
+/* Readies in's tables, kept from cycle to cycle (a rank's ids and data
+ * count up to its count), for a new cycle: nothing carried yet. */
+static int rows(const struct hvd_ctx *c, struct hvd_eager_in *in)
+{
+    size_t n = (size_t)c->size;
     if (in->count == NULL) {
-        in->count = malloc((size_t)n);
-        in->ids = malloc((size_t)n * sizeof(*in->ids));
-        in->data = malloc((size_t)n * sizeof(*in->data));
+        in->count = malloc(n);
+        in->ids = malloc(n * sizeof(*in->ids));
+        in->data = malloc(n * sizeof(*in->data));
         if (in->count == NULL || in->ids == NULL || in->data == NULL) {
             hvd__eager_free(in);
             return HVD_ENOMEM;
         }
     }
-    memset(in->count, 0, (size_t)n);
-    for (int r = 0; r < n; r++) {
-        if (lens[r] < 4 || get_u32(msgs[r]) > lens[r] - 4)
-            return HVD_EPROTO;
-        size_t sec = get_u32(msgs[r]), off = 0;
-        const uint8_t *p = msgs[r] + 4;
-        while (off < sec) {
-            if (sec - off < 4 || in->count[r] == HVD_EAGER_MAX)
-                return HVD_EPROTO;
-            uint32_t id = get_u32(p + off);
-            size_t b = bytes_of(&c->neg, id);
-            if (b == 0 || b > sec - off - 4)
-                return HVD_EPROTO;
-            in->ids[r][in->count[r]] = (int32_t)id;
-            in->data[r][in->count[r]++] = p + off + 4;
-            off += 4 + b;
+    memset(in->count, 0, n);
+    in->same = in->folded = 0;
+    return 0;
+}
+
+/* Whether rank r's message is rank 0's (already read) but for the data:
+ * the same length, section length, ids and requests. Rank 0's reading
+ * then holds for rank r too, at the same offsets. */
+static int like_first(const struct hvd_eager_in *in, const uint8_t **msgs,
+                      const size_t *lens, int r)
+{
+    if (lens[r] != lens[0] || memcmp(msgs[r], msgs[0], 4) != 0)
+        return 0;
+    for (int k = 0; k < in->count[0]; k++) {
+        size_t at = (size_t)(in->data[0][k] - msgs[0]) - 4;
+        if (memcmp(msgs[r] + at, msgs[0] + at, 4) != 0)
+            return 0;
+    }
+    size_t reqs = 4 + get_u32(msgs[0]);
+    return memcmp(msgs[r] + reqs, msgs[0] + reqs, lens[0] - reqs) == 0;
+}
+
+int hvd__eager_decode(const struct hvd_ctx *c, struct hvd_eager_in *in,
+                      const uint8_t **msgs, size_t *lens)
+{
+    int n = c->size, rc = rows(c, in);
+    if (rc || (rc = read_section(c, in, 0, msgs[0], lens[0])) != 0)
+        return rc;
+    /* The steady state: every rank sends the same tensors and the same
+     * requests, so one reading serves all, and a rank's cost per other
+     * rank is a comparison. */
+    int r = 1;
+    while (r < n && like_first(in, msgs, lens, r))
+        r++;
+    in->same = r == n;
+    for (r = 1; r < n; r++) {
+        if (!in->same) {
+            if ((rc = read_section(c, in, r, msgs[r], lens[r])) != 0)
+                return rc;
+            continue;
         }
-        msgs[r] += 4 + sec;
-        lens[r] -= 4 + sec;
+        in->count[r] = in->count[0];
+        for (int k = 0; k < in->count[0]; k++) {
+            in->ids[r][k] = in->ids[0][k];
+            in->data[r][k] = msgs[r] + (in->data[0][k] - msgs[0]);
+        }
+    }
+    for (r = 0; r < n; r++) {
+        size_t sec = 4 + get_u32(msgs[r]);
+        msgs[r] += sec;
+        lens[r] -= sec;
     }
     return 0;
 }
@@ -172,10 +225,39 @@ int hvd__eager_ready(const struct hvd_ctx *c, const struct hvd_eager_in *in,
     int32_t id = hvd__neg_cache_id(&c->neg, &r->req);
     if (id < 0)
         return 0;
+    if (in->same)
+        return carried(in, 0, id) != NULL;
     for (int k = 0; k < c->size; k++)
         if (carried(in, k, id) == NULL)
             return 0;
     return 1;
+}
+
+/* The bytes of cached request id's accumulator. */
+static size_t acc_bytes_of(const struct hvd_neg *t, uint32_t id)
+{
+    const struct hvd_req *q = &t->cache[id];
+    return q->count * hvd_dtype_size(hvd__acc_dtype((hvd_dtype)q->dtype));
+}
+
+/* Folds the ranks' data of id into acc (its accumulator type), in rank
+ * order, as the TCP ring folds small tensors: the same bits on every
+ * rank. The messages' data need not be aligned: copied first, widened in
+ * place. */
+static void fold(const struct hvd_ctx *c, const struct hvd_eager_in *in,
+                 int32_t id, uint8_t *acc)
+{
+    _Alignas(8) uint8_t wide[2 * HVD_EAGER_MAX_BYTES];
+    const struct hvd_req *q = &c->neg.cache[id];
+    hvd_dtype dt = (hvd_dtype)q->dtype, acc_dt = hvd__acc_dtype(dt);
+    size_t bytes = q->count * hvd_dtype_size(dt);
+    memcpy(acc, carried(in, 0, id), bytes);
+    hvd__widen(acc, acc, q->count, dt);
+    for (int k = 1; k < c->size; k++) {
+        memcpy(wide, carried(in, k, id), bytes);
+        hvd__widen(wide, wide, q->count, dt);
+        hvd__reduce(acc, wide, q->count, acc_dt, (hvd_op)q->op);
+    }
 }
 
 void hvd__eager_run(const struct hvd_ctx *c, const struct hvd_eager_in *in,
@@ -183,19 +265,49 @@ void hvd__eager_run(const struct hvd_ctx *c, const struct hvd_eager_in *in,
 {
     /* Room for the widest accumulator: float16 widens to float32. */
     _Alignas(8) uint8_t acc[2 * HVD_EAGER_MAX_BYTES];
-    _Alignas(8) uint8_t wide[2 * HVD_EAGER_MAX_BYTES];
     int32_t id = hvd__neg_cache_id(&c->neg, &r->req);
-    hvd_dtype acc_dt = hvd__acc_dtype(w->dtype);
-    size_t bytes = bytes_of_work(w);
-    /* In rank order, as the TCP ring folds small tensors: the same bits
-     * on every rank. The messages' data need not be aligned: copied
-     * first, widened in place. */
-    memcpy(acc, carried(in, 0, id), bytes);
-    hvd__widen(acc, acc, w->count, w->dtype);
-    for (int k = 1; k < c->size; k++) {
-        memcpy(wide, carried(in, k, id), bytes);
-        hvd__widen(wide, wide, w->count, w->dtype);
-        hvd__reduce(acc, wide, w->count, acc_dt, w->op_kind);
-    }
+    if (in->folded)
+        memcpy(acc, carried(in, 0, id), acc_bytes_of(&c->neg, (uint32_t)id));
+    else
+        fold(c, in, id, acc);
     hvd__finish(w->recvbuf, acc, w->count, w->dtype, w->op_kind, c->size);
+}
+
+size_t hvd__eager_fold(const struct hvd_ctx *c, const struct hvd_eager_in *in,
+                       uint8_t *out)
+{
+    _Alignas(8) uint8_t acc[2 * HVD_EAGER_MAX_BYTES];
+    size_t len = 0;
+    for (int k = 0; k < in->count[0]; k++) {
+        size_t b = acc_bytes_of(&c->neg, (uint32_t)in->ids[0][k]);
+        fold(c, in, in->ids[0][k], acc);
+        memcpy(out + len, acc, b);
+        len += b;
+    }
+    return len;
+}
+
+int hvd__eager_take_folded(const struct hvd_ctx *c, struct hvd_eager_in *in,
+                           const uint8_t **msg, size_t *len, const uint8_t *acc,
+                           size_t acclen)
+{
+    int rc = rows(c, in);
+    if (rc)
+        return rc;
+    in->count[0] = 0;
+    if ((rc = read_section(c, in, 0, *msg, *len)) != 0)
+        return rc;
+    size_t off = 0;
+    for (int k = 0; k < in->count[0]; k++) {
+        size_t b = acc_bytes_of(&c->neg, (uint32_t)in->ids[0][k]);
+        if (b > acclen - off)
+            return HVD_EPROTO;
+        in->data[0][k] = acc + off;
+        off += b;
+    }
+    in->same = in->folded = 1;
+    size_t sec = 4 + get_u32(*msg);
+    *msg += sec;
+    *len -= sec;
+    return 0;
 }

@@ -25,6 +25,7 @@
 #include "setting.h"
 #include "sock.h"
 #include "stall.h"
+#include "steady.h"
 #include "standin.h"
 #include "transport/transport.h"
 #include "wait.h"
@@ -284,8 +285,9 @@ static void respond(struct hvd_ctx *c, struct hvd_resp *resp, size_t n,
 /*
  * Feeds every rank's message to the table in rank order. Cached requests
  * that every rank sent this cycle are ready at once (in cache order, the
- * same on every rank): in steady state that is all of them, and the work
- * is a bitwise AND of the ranks' bitmaps plus one step per ready tensor.
+ * same on every rank): in steady state that is all of them, every rank
+ * sent the same bitmap, and the work is reading rank 0's plus one step
+ * per ready tensor.
  */
 static int feed(struct hvd_ctx *c, const uint8_t *const *msgs,
                 const size_t *lens, struct hvd_resp **resp, size_t *nresp)
@@ -301,20 +303,24 @@ static int feed(struct hvd_ctx *c, const uint8_t *const *msgs,
     memset(nreqs, 0, (size_t)c->size * sizeof(*nreqs));
     if (every == NULL)
         goto out;
-    rc = 0;
-    for (int r = 0; r < c->size && rc == 0; r++)
+    rc = hvd__neg_decode(&c->neg, msgs[0], lens[0], &bits[0], &reqs[0],
+                         &nreqs[0]);
+    /* Every rank sent rank 0's bitmap and no named request (eager_in.same,
+     * the steady state): rank 0's message stands for all of them. */
+    int n = c->eager_in.same && nreqs[0] == 0 ? 1 : c->size;
+    for (int r = 1; r < n && rc == 0; r++)
         rc = hvd__neg_decode(&c->neg, msgs[r], lens[r], &bits[r], &reqs[r],
                              &nreqs[r]);
     if (rc)
         goto out;
     memset(every, 0xff, nbytes);
-    for (int r = 0; r < c->size; r++)
+    for (int r = 0; r < n; r++)
         for (size_t b = 0; b < nbytes; b++)
             every[b] &= bits[r][b];
     for (size_t id = 0; id < c->neg.ncache && rc == 0; id++)
         if (every[id / 8] >> (id % 8) & 1)
             rc = hvd__neg_ready_cached(&c->neg, id, resp, nresp);
-    for (int r = 0; r < c->size && rc == 0; r++) {
+    for (int r = 0; r < n && rc == 0; r++) {
         for (size_t id = 0; id < c->neg.ncache && rc == 0; id++)
             if ((bits[r][id / 8] & ~every[id / 8]) >> (id % 8) & 1)
                 rc = hvd__neg_add_cached(&c->neg, r, id, resp, nresp);
@@ -390,11 +396,15 @@ static void cycle(struct hvd_ctx *c)
     /* The message: the small tensors' data, then the requests. */
     if ((rc = hvd__eager_encode(c, enc, enclen, &msg, &msglen)) != 0)
         goto out;
-    rc = hvd__exec_gather(c, msg, msglen, msgs, lens, err, sizeof(err));
-    if (rc)
-        goto out;
     struct hvd_eager_in *in = &c->eager_in;
-    rc = hvd__eager_decode(c, in, msgs, lens);
+    rc = hvd__steady_on(c) ? hvd__steady_exchange(c, msg, msglen, msgs, lens,
+                                                  err, sizeof(err))
+                           : 0;
+    if (rc == 0 && (rc = hvd__exec_gather(c, msg, msglen, msgs, lens, err,
+                                          sizeof(err))) == 0)
+        rc = hvd__eager_decode(c, in, msgs, lens);
+    else if (rc == 1)
+        rc = 0;
     if (rc == 0)
         rc = feed(c, msgs, lens, &resp, &nresp);
     if (rc == 0)
@@ -974,6 +984,7 @@ void hvd__engine_stop(struct hvd_ctx *c)
     free(c->fuse_buf);
     hvd__exec_gather_free(c);
     hvd__eager_free(&c->eager_in);
+    hvd__steady_free(c);
     free(c->per_rank.lens);
     free(c->per_rank.nreqs);
     free(c->per_rank.msgs);

@@ -132,14 +132,20 @@ void hvd__neg_cache_put(struct hvd_neg *t, const struct hvd_req *req)
 {
     /* A join's answer (the last rank) and the process set changes are
      * not the same each time. */
-    if (t->ncache >= t->cache_cap || req->name == NULL ||
-        req->kind >= HVD_REQ_JOIN)
+    if (t->cache_cap == 0 || req->name == NULL || req->kind >= HVD_REQ_JOIN)
         return;
     size_t b = hash(req->name) % t->cache_buckets;
+    /* One entry per name: a name asked for with new attributes (a new
+     * shape, say) takes its entry over, as every rank puts the same
+     * responses in the same order. */
     for (int32_t id = t->cache_head[b]; id >= 0; id = t->cache_next[id])
-        if (is(&t->cache[id], req->name, req->pset))
-            return; /* one entry per name: the first one stays */
-    char *name = strdup(req->name);
+        if (is(&t->cache[id], req->name, req->pset)) {
+            char *name = t->cache[id].name;
+            t->cache[id] = *req;
+            t->cache[id].name = name;
+            return;
+        }
+    char *name = t->ncache < t->cache_cap ? strdup(req->name) : NULL;
     if (name == NULL)
         return;
     int32_t id = (int32_t)t->ncache++;

@@ -404,11 +404,12 @@ static void *die_later(void *arg)
     return NULL;
 }
 
-/* Large allreduces until a peer dies (sig SIGKILL) or stops (SIGSTOP):
- * must fail naming it, not hang. */
-static int die_test(int victim, int sig)
+/* Allreduces until a peer dies (sig SIGKILL) or stops (SIGSTOP): must
+ * fail naming it, not hang. Large ones, or with small one float each,
+ * which travel with the negotiation once cached. */
+static int die_test(int victim, int sig, int small)
 {
-    size_t n = 16u << 20;
+    size_t n = small ? 1 : 16u << 20;
     float *buf = calloc(n, sizeof(float));
     pthread_t t;
     /* The survivors must live to report, whatever horovodrun sends. */
@@ -416,7 +417,8 @@ static int die_test(int victim, int sig)
     if (rank == victim)
         pthread_create(&t, NULL, die_later, &sig);
     for (int i = 0; i < 100000; i++) {
-        int rc = hvd_allreduce(buf, buf, n, HVD_FLOAT32, HVD_SUM, "big");
+        int rc = hvd_allreduce(buf, buf, n, HVD_FLOAT32, HVD_SUM,
+                               small ? "small" : "big");
         if (rc != 0) {
             printf("collcheck: rank %d: failed as expected: %s (%s)\n", rank,
                    hvd_last_error(), hvd_err_name(rc));
@@ -441,10 +443,11 @@ int main(int argc, char **argv)
     }
     rank = hvd_rank();
     size = hvd_size();
+    int small = argc > 3 && strcmp(argv[3], "--small") == 0;
     if (argc > 2 && strcmp(argv[1], "--die-rank") == 0)
-        return die_test(atoi(argv[2]), SIGKILL);
+        return die_test(atoi(argv[2]), SIGKILL, small);
     if (argc > 2 && strcmp(argv[1], "--stop-rank") == 0)
-        return die_test(atoi(argv[2]), SIGSTOP);
+        return die_test(atoi(argv[2]), SIGSTOP, small);
 
     static const size_t sizes[] = {0, 1, 7, 1027};
     /* Twice: the second time the names are cached, and the small ones

@@ -91,8 +91,10 @@ class TransportTest(unittest.TestCase):
 
     def test_shared_memory_gives_the_tcp_rings_bits(self):
         # From 4 ranks the ring's small gathers take Bruck's links; 6 is
-        # not a power of two, so some of its steps wrap around.
-        for np in (2, 3, 4) if UNDER_TSAN else (2, 3, 4, 6):
+        # not a power of two, so some of its steps wrap around. From 8
+        # (HVD_STEADY_MIN_RANKS) shared memory's cycles go through local
+        # rank 0, which folds the small tensors for all (steady.c).
+        for np in (2, 3, 4, 9) if UNDER_TSAN else (2, 3, 4, 6, 9):
             with self.subTest(np=np):
                 shm, shm_hashes = self.collcheck(np)
                 for r, t in shm.items():
@@ -173,6 +175,38 @@ class TransportTest(unittest.TestCase):
                 self.assertLess(took, 20)
                 # The stopped rank was killed with the job.
                 self.assertEqual(marked_processes(), [])
+
+
+    def test_rank_lost_in_the_steady_exchange(self):
+        # 9 ranks and one-float allreduces: the cycles go through local
+        # rank 0 (steady.c), where rank 0 waits for all and the others for
+        # rank 0 alone. Whichever rank dies or stops, every survivor fails
+        # naming it, not rank 0 it waited for.
+        for victim in (0, 5):
+            with self.subTest(victim=victim, how="killed"):
+                p, took = run([HR, "-np", "9", "--kill-grace", "20", CHECK,
+                               "--die-rank", str(victim), "--small"],
+                              timeout=120)
+                self.assertEqual(p.returncode, 137, p.stdout + p.stderr)
+                self.assertSurvivorsName(p.stdout, victim, "EPEER")
+                self.assertLess(took, 15)
+            with self.subTest(victim=victim, how="stopped"):
+                e = dict(os.environ, HOROVOD_PEER_TIMEOUT="2")
+                p, took = run([HR, "-np", "9", "--kill-grace", "2", CHECK,
+                               "--stop-rank", str(victim), "--small"], e,
+                              timeout=120)
+                self.assertEqual(p.returncode, 3, p.stdout + p.stderr)
+                self.assertSurvivorsName(p.stdout, victim,
+                                         "(ETIMEDOUT|EPEER)")
+                self.assertLess(took, 20)
+            self.assertEqual(marked_processes(), [])
+
+    def assertSurvivorsName(self, out, victim, codes):
+        for r in set(range(9)) - {victim}:
+            m = re.search(r"rank %d: failed as expected: allreduce 'small': "
+                          r"(.*) \(HVD_%s\)" % (r, codes), out)
+            self.assertIsNotNone(m, out[-3000:])
+            self.assertIn("rank %d (host localhost)" % victim, m.group(1))
 
 
 if __name__ == "__main__":

@@ -288,6 +288,13 @@ Test(negotiate, cached_requests_travel_as_bits)
     cr_expect_eq(qlen, plen + 1);
     free(q);
     free(p);
+    /* Once answered, the new shape takes the name's entry over, even with
+     * the cache full, and travels as a bit again. */
+    hvd__neg_cache_put(&t, &a);
+    cr_expect_eq(hvd__neg_cache_id(&t, &a), 0);
+    cr_assert_eq(hvd__neg_encode(&t, &a, 1, &q, &qlen), 0);
+    cr_expect_eq(qlen, 4 + 1 + 4);
+    free(q);
     /* Bits beyond the cache are an error, not a read out of bounds. */
     uint8_t bad[] = {0, 0, 0, 1, 0x04, 0, 0, 0, 0};
     cr_expect_eq(hvd__neg_decode(&t, bad, sizeof(bad), &bits, &out, &n),

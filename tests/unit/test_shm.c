@@ -1,6 +1,6 @@
-/* Unit tests for the shared-memory sync's deadline and wake-ups
- * (transport/shm.c). This process and a forked child are the two ranks
- * of one host. */
+/* Unit tests for the shared-memory sync's deadline, wake-ups and split
+ * form (arrive, release) (transport/shm.c). This process and a forked
+ * child are the two ranks of one host. */
 #include <criterion/criterion.h>
 #include <poll.h>
 #include <stdio.h>
@@ -152,4 +152,46 @@ Test(shm, an_idle_rank_is_woken_only_once_the_wait_gets_long)
     cr_expect_geq(took, HVD_SHM_LATE_WAKE_MS - 1,
                   "the first rank's arrival woke the idle one");
     cr_expect_lt(took, 2000, "the waiting rank never woke the idle one");
+}
+
+/* The child's half of a split sync: it arrives late, then waits for the
+ * parent's release, and reports how long that took and what the parent
+ * left in the result slot. */
+static void arrive_late_then_wait(struct hvd_shm *s)
+{
+    char err[256] = "";
+    int64_t got[2] = {-1, -1};
+    sleep_ms(300);
+    if (hvd__shm_arrive(s, err, sizeof(err)) == 0) {
+        int64_t t0 = hvd__now_ms();
+        if (hvd__shm_release(s, err, sizeof(err)) == 0) {
+            got[0] = hvd__now_ms() - t0;
+            memcpy(&got[1], hvd__shm_slot(s, s->n), sizeof(got[1]));
+        }
+    }
+    (void)!write(g_report[1], got, sizeof(got));
+}
+
+Test(shm, rank_0_waits_for_all_to_arrive_and_the_others_for_its_release)
+{
+    struct hvd_shm s;
+    char err[256] = "";
+    int64_t got[2] = {0, 0}, mark = 4242;
+    cr_assert_eq(pipe(g_report), 0);
+    pid_t pid = pair(&s, arrive_late_then_wait);
+    int64_t t0 = hvd__now_ms();
+    cr_expect_eq(hvd__shm_arrive(&s, err, sizeof(err)), 0, "%s", err);
+    cr_expect_geq(hvd__now_ms() - t0, 250, "arrive returned before the child");
+    memcpy(hvd__shm_slot(&s, s.n), &mark, sizeof(mark));
+    sleep_ms(300);
+    cr_expect_eq(hvd__shm_release(&s, err, sizeof(err)), 0, "%s", err);
+    /* Both have entered the same syncs: a plain one pairs up. */
+    cr_expect_eq(hvd__shm_sync(&s, err, sizeof(err)), 0, "%s", err);
+    cr_expect_eq(read(g_report[0], got, sizeof(got)), sizeof(got));
+    cr_expect_geq(got[0], 250, "the child's release returned early");
+    cr_expect_eq(got[1], mark);
+    reap(pid);
+    hvd__shm_close(&s);
+    close(g_report[0]);
+    close(g_report[1]);
 }

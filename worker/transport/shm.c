@@ -44,7 +44,14 @@ struct hvd_shm_hdr {
     uint32_t n;
     uint64_t slot;
     _Atomic uint32_t aborted;
-    char pad[44];
+    /* 1 + the global rank whose death or silence failed a wait, as the
+     * first rank to see it tells the others (0: none). */
+    _Atomic int32_t culprit;
+    char pad[40];
+    /* Arrivals of ranks other than the first at hvd__shm_arrive, ever:
+     * its own cache line, as every arrival writes it. */
+    _Atomic uint64_t arrived;
+    char pad2[56];
     struct hvd_shm_ctl ctl[];
 };
 
@@ -511,17 +518,18 @@ void hvd__shm_drain(struct hvd_shm *s)
  * reset at each sync): a wait loads each count once, not once a look. */
 static int laggard(struct hvd_shm *s)
 {
-    for (; s->passed < s->n; s->passed++)
+    for (; s->passed < s->upto; s->passed++)
         if (atomic_load(&s->hdr->ctl[s->passed].seq) < s->seq)
             return s->passed;
     return -1;
 }
 
-/* The first other local rank from i on that is behind this one's count,
- * or -1: with laggard(s) as the start, the ranks a wait waits for. */
+/* The first other local rank from i on (below upto) that is behind this
+ * one's count, or -1: with laggard(s) as the start, the ranks a wait
+ * waits for. */
 static int behind_from(const struct hvd_shm *s, int i)
 {
-    for (; i >= 0 && i < s->n; i++)
+    for (; i >= 0 && i < s->upto; i++)
         if (i != s->me && atomic_load(&s->hdr->ctl[i].seq) < s->seq)
             return i;
     return -1;
@@ -532,6 +540,28 @@ static void wake_behind(struct hvd_shm *s, uint32_t most)
 {
     for (int i = behind_from(s, laggard(s)); i >= 0; i = behind_from(s, i + 1))
         wake(s, i, most);
+}
+
+/* Names local rank i as the one that failed this host's waits, unless
+ * another rank named one first. */
+static void blame(struct hvd_shm *s, int i)
+{
+    int32_t none = 0;
+    atomic_compare_exchange_strong(&s->hdr->culprit, &none, s->ranks[i] + 1);
+}
+
+/* The rank that a wait that ran out of time waits for: the first one
+ * behind, or for a wait for rank 0's release (hvd__shm_release) once rank
+ * 0 arrived, the first rank that rank 0 still waits for. */
+static int late_one(struct hvd_shm *s)
+{
+    int k = laggard(s);
+    if (s->upto != 1 || k != 0 || atomic_load(&s->hdr->ctl[0].seq) + 1 < s->seq)
+        return k;
+    for (int i = 1; i < s->n; i++)
+        if (atomic_load(&s->hdr->ctl[i].seq) + 1 < s->seq)
+            return i;
+    return k;
 }
 
 /* Sleeps until woken, a peer dies, the abort channel speaks or a second
@@ -572,6 +602,7 @@ static int sleep_once(struct hvd_shm *s, int64_t *deadline, int64_t soon,
     for (int i = 2; i < np; i++) {
         if (!p[i].revents)
             continue;
+        blame(s, who[i]);
         snprintf(err, errlen,
                  "rank %d (host %s) exited in the middle of a collective",
                  s->ranks[who[i]], s->host);
@@ -581,7 +612,7 @@ static int sleep_once(struct hvd_shm *s, int64_t *deadline, int64_t soon,
     if (rc < 0)
         return rc;
     if (*deadline > 0 && hvd__now_ms() >= *deadline) {
-        int k = laggard(s);
+        int k = late_one(s);
         if (s->deadline_ms == 0 && k >= 0) {
             int64_t busy = atomic_load_explicit(&s->hdr->ctl[k].busy_ms,
                                                 memory_order_relaxed) +
@@ -591,6 +622,7 @@ static int sleep_once(struct hvd_shm *s, int64_t *deadline, int64_t soon,
                 return 0;
             }
         }
+        blame(s, k < 0 ? 0 : k);
         snprintf(err, errlen,
                  "shared memory: rank %d (host %s) did not arrive in time "
                  "(is it stopped or hung?)",
@@ -600,25 +632,9 @@ static int sleep_once(struct hvd_shm *s, int64_t *deadline, int64_t soon,
     return 0;
 }
 
-int hvd__shm_sync(struct hvd_shm *s, char *err, size_t errlen)
+/* Waits until the ranks watch() chose have entered s->seq syncs. */
+static int wait_watched(struct hvd_shm *s, char *err, size_t errlen)
 {
-    s->seq++;
-    s->passed = 0;
-    atomic_store(&s->hdr->ctl[s->me].seq, s->seq);
-    /* Wake the ranks behind that must come at once (a rank with work in
-     * flight sleeps until told; an idle one is told only if this wait
-     * gets long, below, since its caller's call brings it anyway), and,
-     * as the last to arrive, the ones that wait for it: not every rank at
-     * every arrival, which made a sync cost n * n wake-ups. Of two ranks
-     * arriving last at once, the later store sees no one behind, so one
-     * of them wakes the waiters. */
-    if (laggard(s) < 0) {
-        for (int i = 0; i < s->n; i++)
-            if (i != s->me)
-                wake(s, i, HVD_SHM_WAKE_NOW);
-    } else {
-        wake_behind(s, HVD_SHM_WAKE_NOW);
-    }
     int64_t late = 0; /* when the idle ranks behind are woken */
     int64_t deadline = s->deadline_ms;
     struct hvd_spin spin = {0};
@@ -630,9 +646,19 @@ int hvd__shm_sync(struct hvd_shm *s, char *err, size_t errlen)
         if (laggard(s) < 0)
             return 0;
         if (atomic_load(&s->hdr->aborted)) {
-            snprintf(err, errlen,
-                     "a rank on host %s failed in the middle of a collective",
-                     s->host);
+            /* A rank that waited for no one but rank 0 hears of another's
+             * failure here: name it where known. */
+            int32_t who = atomic_load(&s->hdr->culprit);
+            if (who > 0)
+                snprintf(err, errlen,
+                         "rank %d (host %s) exited or stopped in the middle "
+                         "of a collective",
+                         who - 1, s->host);
+            else
+                snprintf(err, errlen,
+                         "a rank on host %s failed in the middle of a "
+                         "collective",
+                         s->host);
             return HVD_EPEER;
         }
         /* The others usually arrive within microseconds: a short spin
@@ -665,4 +691,74 @@ int hvd__shm_sync(struct hvd_shm *s, char *err, size_t errlen)
             return rc;
         }
     }
+}
+
+/* Starts a wait for the local ranks below upto to enter s->seq syncs. */
+static void watch(struct hvd_shm *s, int upto)
+{
+    s->passed = 0;
+    s->upto = upto;
+}
+
+/* Enters sync s->seq + 1. */
+static void enter(struct hvd_shm *s)
+{
+    s->seq++;
+    atomic_store(&s->hdr->ctl[s->me].seq, s->seq);
+}
+
+int hvd__shm_sync(struct hvd_shm *s, char *err, size_t errlen)
+{
+    enter(s);
+    watch(s, s->n);
+    /* Wake the ranks behind that must come at once (a rank with work in
+     * flight sleeps until told; an idle one is told only if this wait
+     * gets long, below, since its caller's call brings it anyway), and,
+     * as the last to arrive, the ones that wait for it: not every rank at
+     * every arrival, which made a sync cost n * n wake-ups. Of two ranks
+     * arriving last at once, the later store sees no one behind, so one
+     * of them wakes the waiters. */
+    if (laggard(s) < 0) {
+        for (int i = 0; i < s->n; i++)
+            if (i != s->me)
+                wake(s, i, HVD_SHM_WAKE_NOW);
+    } else {
+        wake_behind(s, HVD_SHM_WAKE_NOW);
+    }
+    return wait_watched(s, err, errlen);
+}
+
+int hvd__shm_arrive(struct hvd_shm *s, char *err, size_t errlen)
+{
+    enter(s);
+    if (s->me == 0) {
+        watch(s, s->n);
+        wake_behind(s, HVD_SHM_WAKE_NOW);
+        return wait_watched(s, err, errlen);
+    }
+    /* Rank 0, still behind, may sleep with work in flight: wake it now.
+     * Once it waits here, only the last arrival wakes it (the count is
+     * sequentially consistent, like seq: the last one sees it asleep,
+     * or it sees every count before it sleeps). */
+    uint64_t v = atomic_fetch_add(&s->hdr->arrived, 1) + 1;
+    if (v % (uint64_t)(s->n - 1) == 0 ||
+        atomic_load(&s->hdr->ctl[0].seq) < s->seq)
+        wake(s, 0, HVD_SHM_WAKE_NOW);
+    return 0;
+}
+
+int hvd__shm_release(struct hvd_shm *s, char *err, size_t errlen)
+{
+    if (s->me == 0) {
+        enter(s);
+        for (int i = 1; i < s->n; i++)
+            wake(s, i, HVD_SHM_WAKE_NOW);
+        return 0;
+    }
+    s->seq++;
+    watch(s, 1);
+    int rc = wait_watched(s, err, errlen);
+    if (rc == 0)
+        atomic_store(&s->hdr->ctl[s->me].seq, s->seq);
+    return rc;
 }

@@ -31,7 +31,8 @@ struct hvd_shm {
     int *efd;      /* every local rank's eventfd; efd[me] wakes us */
     int *pidfd;    /* the other ranks' pidfds (-1: unknown) */
     uint64_t seq;  /* syncs this rank has entered */
-    int passed;    /* the local ranks before this index have entered it */
+    int upto;      /* the wait waits for the local ranks below this, */
+    int passed;    /* of which those below this one have entered it */
     int spin_us;   /* busy-wait this long, */
     int yield_us;  /* then yield the CPU until this long, then sleep */
     /* Heard while a sync waits (may be NULL: then only a dead peer or the
@@ -59,6 +60,17 @@ void hvd__shm_close(struct hvd_shm *s);
 
 /* Waits until every local rank has entered as many syncs as this one. */
 int hvd__shm_sync(struct hvd_shm *s, char *err, size_t errlen);
+/*
+ * A sync in two halves around work that local rank 0 does alone, such as
+ * reading every rank's slot: arrive enters a sync, and on rank 0 waits for
+ * every rank to enter it, on the others returns at once; release, on rank
+ * 0, enters one more, and on the others waits for rank 0 to enter it. A
+ * rank waits only for rank 0 and rank 0 for all, so a rank looks at one
+ * other rank's count instead of n. After both, every rank has entered as
+ * many syncs as after two hvd__shm_sync.
+ */
+int hvd__shm_arrive(struct hvd_shm *s, char *err, size_t errlen);
+int hvd__shm_release(struct hvd_shm *s, char *err, size_t errlen);
 /* Slot i (n: the result slot) of the current set. */
 uint8_t *hvd__shm_slot(const struct hvd_shm *s, int i);
 /* Switches to the other set of slots. */

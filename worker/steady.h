@@ -1,0 +1,35 @@
+/* The steady state of a negotiation cycle among many ranks on one host's
+ * shared memory: instead of every rank reading every rank's message
+ * (n * n reads a cycle), local rank 0 reads them all, and when they are
+ * alike but for the small tensors' data (the same cached names, the same
+ * tensors: the usual cycle once a job runs) folds those tensors and hands
+ * out its own message with the folded data, which every rank reads. A
+ * cycle whose messages differ falls back to the full gather. */
+#ifndef HVD_STEADY_H
+#define HVD_STEADY_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+struct hvd_ctx;
+
+/* Whether this job's cycles try the steady exchange: shared memory alone,
+ * with at least this many ranks (below it, every rank reading every
+ * message costs less than the fallback's extra round when they differ). */
+#define HVD_STEADY_MIN_RANKS 8
+int hvd__steady_on(const struct hvd_ctx *c);
+
+/*
+ * Exchanges this rank's message (msg, len: its small tensors' section,
+ * then its requests) through local rank 0. Returns 1 when every message
+ * was alike: then c->eager_in holds the folded tensors and every rank's
+ * requests are msgs[r] (lens[r]), the same bytes. Returns 0 when the
+ * messages differ (the cycle needs hvd__exec_gather), or a negative code
+ * with err filled.
+ */
+int hvd__steady_exchange(struct hvd_ctx *c, const uint8_t *msg, size_t len,
+                         const uint8_t **msgs, size_t *lens, char *err,
+                         size_t errlen);
+void hvd__steady_free(struct hvd_ctx *c);
+
+#endif
