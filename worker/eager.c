@@ -292,10 +292,7 @@ int hvd__eager_take_folded(const struct hvd_ctx *c, struct hvd_eager_in *in,
                            size_t acclen)
 {
     int rc = rows(c, in);
-    if (rc)
-        return rc;
-    in->count[0] = 0;
-    if ((rc = read_section(c, in, 0, *msg, *len)) != 0)
+    if (rc || (rc = read_section(c, in, 0, *msg, *len)) != 0)
         return rc;
     size_t off = 0;
     for (int k = 0; k < in->count[0]; k++) {

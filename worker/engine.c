@@ -25,8 +25,8 @@
 #include "setting.h"
 #include "sock.h"
 #include "stall.h"
-#include "steady.h"
 #include "standin.h"
+#include "steady.h"
 #include "transport/transport.h"
 #include "wait.h"
 

@@ -76,7 +76,11 @@ static int take(struct hvd_ctx *c, const uint8_t **msgs, size_t *lens)
     if (get_u32(res) == 0)
         return 0;
     size_t folded = get_u32(res + 4);
+    if (folded > HVD_EAGER_FOLDED_MAX)
+        return HVD_EPROTO;
     size_t len = (size_t)get_u64(res + RESULT_HEAD + folded);
+    if (len > s->slot - RESULT_HEAD - folded - 8)
+        return HVD_EPROTO;
     /* Kept here: the slot is written again before the cycle ends. */
     if (hvd__grow(&st->buf, &st->cap, folded + len))
         return HVD_ENOMEM;
