@@ -199,13 +199,18 @@ int hvd__coll_alltoallv(struct hvd_ctx *c, const void *sendbuf, void *recvbuf,
     return c->tp->alltoallv(c, sendbuf, recvbuf, bytes, err, errlen);
 }
 
-void hvd__coll_log(const struct hvd_ctx *c)
+int hvd__coll_debug(void)
 {
     const char *lv = getenv(HVD_ENV_LOG_LEVEL);
-    char what[160];
     /* In any case, as Horovod reads it (its horovodrun passes "DEBUG"). */
-    if (lv == NULL ||
-        (strcasecmp(lv, "debug") != 0 && strcasecmp(lv, "trace") != 0))
+    return lv != NULL &&
+           (strcasecmp(lv, "debug") == 0 || strcasecmp(lv, "trace") == 0);
+}
+
+void hvd__coll_log(const struct hvd_ctx *c)
+{
+    char what[160];
+    if (!hvd__coll_debug())
         return;
     c->tp->describe(c, what, sizeof(what));
     fprintf(stderr, "hvd: debug: rank %d: transport: %s\n", c->rank, what);

@@ -76,8 +76,9 @@ int hvd__coll_alltoallv(struct hvd_ctx *c, const void *sendbuf, void *recvbuf,
 int hvd__coll_alltoallv_by_allgatherv(struct hvd_ctx *c, const void *sendbuf,
                                       void *recvbuf, const size_t *bytes,
                                       char *err, size_t errlen);
-/* With HOROVOD_LOG_LEVEL at debug or trace, says on stderr which
- * transport this rank uses. */
+/* Whether HOROVOD_LOG_LEVEL asks for debug lines (debug or trace). */
+int hvd__coll_debug(void);
+/* With debug lines on, says on stderr which transport this rank uses. */
 void hvd__coll_log(const struct hvd_ctx *c);
 /* Starts a collective with no failure grace period running. */
 void hvd__coll_reset_abort(struct hvd_ctx *c);

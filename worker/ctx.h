@@ -189,6 +189,8 @@ struct hvd_ctx {
     struct hvd_steady {
         uint8_t *buf;
         size_t cap;
+        /* Cycles tried, found alike, and alike with folded tensors. */
+        uint64_t cycles, alike, folded;
     } steady;
     /* What the ranks' messages of the last cycle carried (eager.h). */
     struct hvd_eager_in eager_in;

@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "buf.h"
 #include "common/hvd_err.h"
 #include "coll.h"
 #include "ctx.h"
@@ -60,18 +61,6 @@ void hvd__eager_forget(struct hvd_ctx *c, const struct hvd_work *w)
         }
 }
 
-static void put_u32(uint8_t *p, uint32_t v)
-{
-    memcpy(p, &v, 4);
-}
-
-static uint32_t get_u32(const uint8_t *p)
-{
-    uint32_t v;
-    memcpy(&v, p, 4);
-    return v;
-}
-
 int hvd__eager_encode(struct hvd_ctx *c, const uint8_t *reqs, size_t reqlen,
                       uint8_t **out, size_t *len)
 {
@@ -84,11 +73,11 @@ int hvd__eager_encode(struct hvd_ctx *c, const uint8_t *reqs, size_t reqlen,
     size_t off = 4;
     for (int i = 0; i < c->neager; i++) {
         const struct hvd_work *w = c->eager[i].w;
-        put_u32(p + off, (uint32_t)c->eager[i].id);
+        hvd__put_u32(p + off, (uint32_t)c->eager[i].id);
         memcpy(p + off + 4, w->sendbuf, bytes_of_work(w));
         off += 4 + bytes_of_work(w);
     }
-    put_u32(p, (uint32_t)(n - 4));
+    hvd__put_u32(p, (uint32_t)(n - 4));
     if (reqlen > 0)
         memcpy(p + n, reqs, reqlen);
     *out = p;
@@ -110,14 +99,14 @@ static size_t bytes_of(const struct hvd_neg *t, uint32_t id)
 static int read_section(const struct hvd_ctx *c, struct hvd_eager_in *in, int r,
                         const uint8_t *msg, size_t len)
 {
-    if (len < 4 || get_u32(msg) > len - 4)
+    if (len < 4 || hvd__get_u32(msg) > len - 4)
         return HVD_EPROTO;
-    size_t sec = get_u32(msg), off = 0;
+    size_t sec = hvd__get_u32(msg), off = 0;
     const uint8_t *p = msg + 4;
     while (off < sec) {
         if (sec - off < 4 || in->count[r] == HVD_EAGER_MAX)
             return HVD_EPROTO;
-        uint32_t id = get_u32(p + off);
+        uint32_t id = hvd__get_u32(p + off);
         size_t b = bytes_of(&c->neg, id);
         if (b == 0 || b > sec - off - 4)
             return HVD_EPROTO;
@@ -160,7 +149,7 @@ static int like_first(const struct hvd_eager_in *in, const uint8_t **msgs,
         if (memcmp(msgs[r] + at, msgs[0] + at, 4) != 0)
             return 0;
     }
-    size_t reqs = 4 + get_u32(msgs[0]);
+    size_t reqs = 4 + hvd__get_u32(msgs[0]);
     return memcmp(msgs[r] + reqs, msgs[0] + reqs, lens[0] - reqs) == 0;
 }
 
@@ -190,7 +179,7 @@ int hvd__eager_decode(const struct hvd_ctx *c, struct hvd_eager_in *in,
         }
     }
     for (r = 0; r < n; r++) {
-        size_t sec = 4 + get_u32(msgs[r]);
+        size_t sec = 4 + hvd__get_u32(msgs[r]);
         msgs[r] += sec;
         lens[r] -= sec;
     }
@@ -303,7 +292,7 @@ int hvd__eager_take_folded(const struct hvd_ctx *c, struct hvd_eager_in *in,
         off += b;
     }
     in->same = in->folded = 1;
-    size_t sec = 4 + get_u32(*msg);
+    size_t sec = 4 + hvd__get_u32(*msg);
     *msg += sec;
     *len -= sec;
     return 0;

@@ -2,10 +2,13 @@
  * (steady.h). */
 #include "steady.h"
 
+#include <inttypes.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "buf.h"
+#include "coll.h"
 #include "common/hvd_err.h"
 #include "ctx.h"
 #include "eager.h"
@@ -23,20 +26,6 @@ int hvd__steady_on(const struct hvd_ctx *c)
     return c->tp == &hvd__transport_shm && c->size >= HVD_STEADY_MIN_RANKS;
 }
 
-static uint64_t get_u64(const uint8_t *p)
-{
-    uint64_t v;
-    memcpy(&v, p, 8);
-    return v;
-}
-
-static uint32_t get_u32(const uint8_t *p)
-{
-    uint32_t v;
-    memcpy(&v, p, 4);
-    return v;
-}
-
 /* Rank 0's part: whether every slot holds a message like its own; if so,
  * the result slot gets the folded tensors and a copy of rank 0's slot. */
 static int judge(struct hvd_ctx *c)
@@ -47,7 +36,7 @@ static int judge(struct hvd_ctx *c)
     uint8_t *res = hvd__shm_slot(s, s->n);
     for (int r = 0; r < s->n; r++) {
         const uint8_t *slot = hvd__shm_slot(s, r);
-        uint64_t l = get_u64(slot);
+        uint64_t l = hvd__get_u64(slot);
         if (l == NONE)
             return 0;
         msgs[r] = slot + 8;
@@ -61,7 +50,7 @@ static int judge(struct hvd_ctx *c)
         return 0;
     uint32_t folded =
         (uint32_t)hvd__eager_fold(c, &c->eager_in, res + RESULT_HEAD);
-    memcpy(res + 4, &folded, 4);
+    hvd__put_u32(res + 4, folded);
     memcpy(res + RESULT_HEAD + folded, hvd__shm_slot(s, 0), 8 + mine);
     return 1;
 }
@@ -73,12 +62,12 @@ static int take(struct hvd_ctx *c, const uint8_t **msgs, size_t *lens)
     struct hvd_shm *s = &c->shm;
     struct hvd_steady *st = &c->steady;
     const uint8_t *res = hvd__shm_slot(s, s->n);
-    if (get_u32(res) == 0)
+    if (hvd__get_u32(res) == 0)
         return 0;
-    size_t folded = get_u32(res + 4);
+    size_t folded = hvd__get_u32(res + 4);
     if (folded > HVD_EAGER_FOLDED_MAX)
         return HVD_EPROTO;
-    size_t len = (size_t)get_u64(res + RESULT_HEAD + folded);
+    size_t len = (size_t)hvd__get_u64(res + RESULT_HEAD + folded);
     if (len > s->slot - RESULT_HEAD - folded - 8)
         return HVD_EPROTO;
     /* Kept here: the slot is written again before the cycle ends. */
@@ -90,6 +79,8 @@ static int take(struct hvd_ctx *c, const uint8_t **msgs, size_t *lens)
     int rc = hvd__eager_take_folded(c, &c->eager_in, &m, &len, st->buf, folded);
     if (rc)
         return rc;
+    st->alike++;
+    st->folded += folded > 0;
     for (int r = 0; r < c->size; r++) {
         msgs[r] = m;
         lens[r] = len;
@@ -103,6 +94,7 @@ int hvd__steady_exchange(struct hvd_ctx *c, const uint8_t *msg, size_t len,
 {
     struct hvd_shm *s = &c->shm;
     uint8_t *slot = hvd__shm_slot(s, s->me);
+    c->steady.cycles++;
     uint64_t l = 8 + len <= s->slot ? len : NONE;
     memcpy(slot, &l, 8);
     if (l != NONE)
@@ -112,7 +104,7 @@ int hvd__steady_exchange(struct hvd_ctx *c, const uint8_t *msg, size_t len,
         return rc;
     if (s->me == 0) {
         uint32_t alike = (uint32_t)judge(c);
-        memcpy(hvd__shm_slot(s, s->n), &alike, 4);
+        hvd__put_u32(hvd__shm_slot(s, s->n), alike);
     }
     if ((rc = hvd__shm_release(s, err, errlen)) != 0)
         return rc;
@@ -123,6 +115,12 @@ int hvd__steady_exchange(struct hvd_ctx *c, const uint8_t *msg, size_t len,
 
 void hvd__steady_free(struct hvd_ctx *c)
 {
+    const struct hvd_steady *st = &c->steady;
+    if (st->cycles > 0 && hvd__coll_debug())
+        fprintf(stderr,
+                "hvd: debug: rank %d: steady exchange: %" PRIu64 " of %" PRIu64
+                " cycles alike, %" PRIu64 " with folded tensors\n",
+                c->rank, st->alike, st->cycles, st->folded);
     free(c->steady.buf);
     memset(&c->steady, 0, sizeof(c->steady));
 }

@@ -19,6 +19,8 @@ DONE_RE = re.compile(r"collcheck: rank (\d+) of (\d+): (\d+) checks, "
                      r"(\d+) failures")
 TRANSPORT_RE = re.compile(r"hvd: debug: rank (\d+): transport: (.*)")
 NAME_RE = re.compile(r"collcheck: rank (\d+) transport (\S+)")
+STEADY_RE = re.compile(r"hvd: debug: rank (\d+): steady exchange: (\d+) of "
+                       r"(\d+) cycles alike, (\d+) with folded tensors")
 # scripts/test.sh's ThreadSanitizer pass: the jobs that only add ranks to
 # single-threaded data movement (Bruck's links) are left to the first pass,
 # where they take seconds rather than a minute.
@@ -87,7 +89,7 @@ class TransportTest(unittest.TestCase):
             {"shm": "shared memory", "ring": "TCP ring",
              "hier": "hierarchical"}[names.pop()]),
             transports)
-        return transports, hashes
+        return transports, hashes, STEADY_RE.findall(p.stderr)
 
     def test_shared_memory_gives_the_tcp_rings_bits(self):
         # From 4 ranks the ring's small gathers take Bruck's links; 6 is
@@ -98,16 +100,32 @@ class TransportTest(unittest.TestCase):
         # those.
         for np in (2, 3, 4) if UNDER_TSAN else (2, 3, 4, 6, 9):
             with self.subTest(np=np):
-                shm, shm_hashes = self.collcheck(np)
+                shm, shm_hashes, steady = self.collcheck(np)
                 for r, t in shm.items():
                     self.assertEqual(t, "shared memory (%d ranks on host "
                                      "localhost)" % np)
-                tcp, tcp_hashes = self.collcheck(np, HOROVOD_SHM_DISABLE="1")
+                self.assertSteady(np, steady)
+                tcp, tcp_hashes, steady = self.collcheck(
+                    np, HOROVOD_SHM_DISABLE="1")
                 for r, t in tcp.items():
                     self.assertEqual(t, "TCP ring (%d ranks)" % np)
+                self.assertEqual(steady, [])
                 # Random floats, where the order of additions shows: the
                 # same bits on both transports.
                 self.assertEqual(shm_hashes, tcp_hashes)
+
+    def assertSteady(self, np, steady):
+        # Below 8 ranks no cycle goes through rank 0; from 8, every rank
+        # counts the same cycles, and a good share of them are alike, some
+        # with folded tensors: the bits above came from that path too.
+        if np < 8:
+            self.assertEqual(steady, [])
+            return
+        self.assertEqual(sorted(int(r) for r, *_ in steady), list(range(np)))
+        self.assertEqual(len(set(c[1:] for c in steady)), 1, steady)
+        alike, cycles, folded = (int(v) for v in steady[0][1:])
+        self.assertGreater(alike, cycles // 3, steady[0])
+        self.assertGreater(folded, 10, steady[0])
 
     @unittest.skipIf(UNDER_TSAN, "256 ranks: run in the first pass")
     def test_256_ranks_share_memory(self):
@@ -128,7 +146,7 @@ class TransportTest(unittest.TestCase):
         # five leaders form a TCP ring that gathers over Bruck's links.
         fake = ('r=$HOROVOD_RANK; [ "$r" -lt 2 ] && h=h0 || h=h$((r - 1)); '
                 'HOROVOD_HOSTNAME=$h exec "$0"')
-        transports, _ = self.collcheck(6, "sh", "-c", fake)
+        transports, _, _ = self.collcheck(6, "sh", "-c", fake)
         self.assertEqual(transports[0], "hierarchical (5 hosts; shared "
                          "memory among 2 ranks on this host; leader on the "
                          "TCP ring of hosts)")
