@@ -16,11 +16,15 @@ struct hvd_req;
 
 /* At most this many tensors of at most this many bytes each travel per
  * message: the message must stay short, as every rank copies every
- * rank's message. */
+ * rank's message (from 8 ranks on one host's shared memory, only local
+ * rank 0 does). A tensor this size still takes a round of its own
+ * otherwise (the negotiation, then the collective), which costs far
+ * more at many ranks than its bytes in the message. */
 #define HVD_EAGER_MAX 8
-#define HVD_EAGER_MAX_BYTES 64
-/* Bytes of a whole section at most. */
-#define HVD_EAGER_BUDGET 160
+#define HVD_EAGER_MAX_BYTES 1024
+/* Bytes of a whole section at most: one tensor of the largest size and
+ * room for a few small ones. */
+#define HVD_EAGER_BUDGET 1152
 
 /* What the ranks carried this cycle: rank r's tensors are ids[r][k] with
  * data at data[r][k], for k below count[r]. same: every rank's message

@@ -372,7 +372,9 @@ int hvd__exec(struct hvd_ctx *c, struct hvd_work *w)
  * longest message of the last cycle needed, between these bounds: every
  * rank saw the same lengths, so every rank picks the same. */
 #define GATHER_BLOCK_MIN 64u
-#define GATHER_BLOCK_MAX 256u
+/* Room for a message that carries small tensors' data (eager.h) and
+ * the usual requests. */
+#define GATHER_BLOCK_MAX 2048u
 
 static size_t next_block(const size_t *lens, size_t n)
 {

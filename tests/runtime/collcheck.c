@@ -458,8 +458,9 @@ int main(int argc, char **argv)
                 for (size_t s = 0; s < sizeof(sizes) / sizeof(sizes[0]); s++)
                     test_allreduce(sizes[s], (hvd_dtype)dt, (hvd_op)op, s & 1);
     test_eager_bits(5, HVD_FLOAT32, HVD_AVERAGE);
-    test_eager_bits(16, HVD_FLOAT32, HVD_SUM); /* 64 bytes, the most */
-    test_eager_bits(17, HVD_FLOAT32, HVD_SUM); /* too large to travel */
+    test_eager_bits(256, HVD_FLOAT32, HVD_SUM);     /* 1 KiB, the most */
+    test_eager_bits(257, HVD_FLOAT32, HVD_SUM);     /* too large to travel */
+    test_eager_bits(300, HVD_FLOAT16, HVD_AVERAGE); /* float32 in the fold */
     test_eager_bits(3, HVD_BFLOAT16, HVD_SUM);
     test_eager_bits(7, HVD_FLOAT16, HVD_AVERAGE);
     test_eager_bits(8, HVD_FLOAT64, HVD_PRODUCT);

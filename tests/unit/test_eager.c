@@ -11,8 +11,13 @@
 #include "negotiate.h"
 #include "transport/transport.h"
 
-/* A context of two ranks whose cache knows "a" (4 floats) and "big"
- * (20 floats, 80 bytes). */
+/* Floats in a tensor one float too large to travel. */
+#define BIG (HVD_EAGER_MAX_BYTES / 4 + 1)
+/* And in one of the largest that travel. */
+#define MOST (HVD_EAGER_MAX_BYTES / 4)
+
+/* A context of two ranks whose cache knows "a" (4 floats), "big" (BIG
+ * floats) and "m1", "m2" (MOST floats each). */
 static struct hvd_ctx *ctx2(void)
 {
     struct hvd_ctx *c = calloc(1, sizeof(*c));
@@ -20,9 +25,12 @@ static struct hvd_ctx *ctx2(void)
     c->size = 2;
     c->tp = &hvd__transport_ring;
     cr_assert_eq(hvd__neg_init(&c->neg, 2, 16), 0);
-    struct hvd_req a = req("a", 4), big = req("big", 20);
+    struct hvd_req a = req("a", 4), big = req("big", BIG), m1 = req("m1", MOST),
+                   m2 = req("m2", MOST);
     hvd__neg_cache_put(&c->neg, &a);
     hvd__neg_cache_put(&c->neg, &big);
+    hvd__neg_cache_put(&c->neg, &m1);
+    hvd__neg_cache_put(&c->neg, &m2);
     return c;
 }
 
@@ -53,10 +61,10 @@ static struct hvd_work work(const char *name, const float *in, float *out,
 Test(eager, only_small_cached_host_allreduces_travel)
 {
     struct hvd_ctx *c = ctx2();
-    float in[20] = {0}, out[20];
-    struct hvd_work a = work("a", in, out, 4), big = work("big", in, out, 20),
+    static float in[BIG], out[BIG];
+    struct hvd_work a = work("a", in, out, 4), big = work("big", in, out, BIG),
                     fresh = work("new", in, out, 4);
-    struct hvd_req qa = req("a", 4), qbig = req("big", 20),
+    struct hvd_req qa = req("a", 4), qbig = req("big", BIG),
                    qfresh = req("new", 4);
     hvd__eager_note(c, &big, &qbig);
     hvd__eager_note(c, &fresh, &qfresh);
@@ -69,6 +77,15 @@ Test(eager, only_small_cached_host_allreduces_travel)
     cr_assert_eq(c->neager, 1);
     hvd__eager_forget(c, &a);
     cr_expect_eq(c->neager, 0);
+    /* Two of the largest that travel exceed a section's budget. */
+    struct hvd_work m1 = work("m1", in, out, MOST),
+                    m2 = work("m2", in, out, MOST);
+    struct hvd_req q1 = req("m1", MOST), q2 = req("m2", MOST);
+    hvd__eager_note(c, &m1, &q1);
+    hvd__eager_note(c, &m2, &q2);
+    cr_expect_eq(c->neager, 1, "one of the largest fits the budget, not two");
+    hvd__eager_note(c, &a, &qa);
+    cr_expect_eq(c->neager, 2, "a small one still fits beside it");
     ctx_free(c);
 }
 
@@ -99,7 +116,7 @@ Test(eager, every_rank_folds_what_every_rank_carried)
     hvd__eager_run(c, &in2, &r, &a);
     for (int i = 0; i < 4; i++)
         cr_expect_eq(out[i], 2 * in[i]);
-    struct hvd_resp other = {.req = req("big", 20)};
+    struct hvd_resp other = {.req = req("big", BIG)};
     cr_expect(!hvd__eager_ready(c, &in2, &other), "nobody carried it");
     /* The next cycle reuses the arrays: rank 1 carried nothing this
      * time, so the tensor is not ready. */
@@ -144,7 +161,7 @@ static size_t section(uint8_t *p, const uint32_t *ids, int n, size_t data)
 Test(eager, hostile_sections_are_refused)
 {
     struct hvd_ctx *c = ctx2();
-    uint8_t p[512];
+    static uint8_t p[2 * HVD_EAGER_MAX_BYTES];
     uint32_t a = 0, big = 1, beyond = 9, many[HVD_EAGER_MAX + 1] = {0};
     size_t n = section(p, &a, 1, 16);
     cr_expect_eq(decode(c, p, n), 0, "a well-formed section");
@@ -154,7 +171,7 @@ Test(eager, hostile_sections_are_refused)
     cr_expect_eq(decode(c, p, n), HVD_EPROTO, "data cut short");
     n = section(p, &beyond, 1, 16);
     cr_expect_eq(decode(c, p, n), HVD_EPROTO, "an id the cache lacks");
-    n = section(p, &big, 1, 80);
+    n = section(p, &big, 1, BIG * 4);
     cr_expect_eq(decode(c, p, n), HVD_EPROTO, "a tensor too large to travel");
     n = section(p, many, HVD_EAGER_MAX + 1, 16);
     cr_expect_eq(decode(c, p, n), HVD_EPROTO, "more tensors than allowed");
