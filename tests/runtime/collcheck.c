@@ -405,11 +405,12 @@ static void *die_later(void *arg)
 }
 
 /* Allreduces until a peer dies (sig SIGKILL) or stops (SIGSTOP): must
- * fail naming it, not hang. Large ones, or with small one float each,
- * which travel with the negotiation once cached. */
+ * fail naming it, not hang. Large ones; or small (1: one float each,
+ * which travel with the negotiation once cached; 2: 600 floats, too many
+ * to travel, few enough for a small tensor's path). */
 static int die_test(int victim, int sig, int small)
 {
-    size_t n = small ? 1 : 16u << 20;
+    size_t n = small == 1 ? 1 : small == 2 ? 600 : 16u << 20;
     float *buf = calloc(n, sizeof(float));
     pthread_t t;
     /* The survivors must live to report, whatever horovodrun sends. */
@@ -443,7 +444,10 @@ int main(int argc, char **argv)
     }
     rank = hvd_rank();
     size = hvd_size();
-    int small = argc > 3 && strcmp(argv[3], "--small") == 0;
+    int small = argc <= 3                         ? 0
+                : strcmp(argv[3], "--small") == 0 ? 1
+                : strcmp(argv[3], "--mid") == 0   ? 2
+                                                  : 0;
     if (argc > 2 && strcmp(argv[1], "--die-rank") == 0)
         return die_test(atoi(argv[2]), SIGKILL, small);
     if (argc > 2 && strcmp(argv[1], "--stop-rank") == 0)
@@ -469,6 +473,11 @@ int main(int argc, char **argv)
     test_allreduce((1u << 20) + 3, HVD_INT64, HVD_MAX, 0);
     test_identical(100003, HVD_FLOAT32);
     test_identical(100003, HVD_BFLOAT16);
+    /* Small enough to be folded in rank order (through local rank 0 from
+     * 8 ranks in shared memory), too large to travel with the
+     * negotiation. */
+    test_identical(5003, HVD_FLOAT32);
+    test_identical(3001, HVD_FLOAT16);
     for (int root = 0; root < size; root++) {
         test_broadcast(0, root);
         test_broadcast(1, root);

@@ -80,8 +80,9 @@ class TransportTest(unittest.TestCase):
                           TRANSPORT_RE.findall(p.stderr))
         self.assertEqual(sorted(transports), list(range(np)), p.stderr)
         hashes = dict(HASH_RE.findall(p.stdout))
-        # Two allreduces, and six reducescatters (rank 0's slice).
-        self.assertEqual(len(hashes), 8, p.stdout[-3000:])
+        # Four allreduces (two large, two small), and six reducescatters
+        # (rank 0's slice).
+        self.assertEqual(len(hashes), 10, p.stdout[-3000:])
         # hvd_transport() names the transport that the log describes.
         names = set(t for _, t in NAME_RE.findall(p.stdout))
         self.assertEqual(len(names), 1, p.stdout[-3000:])
@@ -200,14 +201,16 @@ class TransportTest(unittest.TestCase):
     @unittest.skipIf(UNDER_TSAN, "four 9-rank failures: run in the first "
                      "pass")
     def test_rank_lost_in_the_steady_exchange(self):
-        # 9 ranks and one-float allreduces: the cycles go through local
-        # rank 0 (steady.c), where rank 0 waits for all and the others for
-        # rank 0 alone. Whichever rank dies or stops, every survivor fails
-        # naming it, not rank 0 it waited for.
-        for victim in (0, 5):
+        # 9 ranks and small allreduces: the cycles go through local rank
+        # 0 (steady.c), where rank 0 waits for all and the others for rank
+        # 0 alone, and so do 600-float allreduces (shm_coll.c). Whichever
+        # rank dies or stops, every survivor fails naming it, not rank 0
+        # it waited for. Rank 0 is lost during one-float allreduces, which
+        # travel with the negotiation, rank 5 during 600-float ones.
+        for victim, size in ((0, "--small"), (5, "--mid")):
             with self.subTest(victim=victim, how="killed"):
                 p, took = run([HR, "-np", "9", "--kill-grace", "20", CHECK,
-                               "--die-rank", str(victim), "--small"],
+                               "--die-rank", str(victim), size],
                               timeout=120)
                 self.assertEqual(p.returncode, 137, p.stdout + p.stderr)
                 self.assertSurvivorsName(p.stdout, victim, "EPEER")
@@ -215,7 +218,7 @@ class TransportTest(unittest.TestCase):
             with self.subTest(victim=victim, how="stopped"):
                 e = dict(os.environ, HOROVOD_PEER_TIMEOUT="2")
                 p, took = run([HR, "-np", "9", "--kill-grace", "2", CHECK,
-                               "--stop-rank", str(victim), "--small"], e,
+                               "--stop-rank", str(victim), size], e,
                               timeout=120)
                 self.assertEqual(p.returncode, 3, p.stdout + p.stderr)
                 self.assertSurvivorsName(p.stdout, victim,

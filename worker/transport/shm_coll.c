@@ -13,6 +13,11 @@
 #include "shm_coll.h"
 #include "transport/transport.h"
 
+/* From this many ranks, small allreduces go through local rank 0. */
+#ifndef SMALL_THROUGH_FIRST_MIN
+#define SMALL_THROUGH_FIRST_MIN 8
+#endif
+
 /* The segment of bounds (n + 1 entries) that holds element e, searching
  * up from k. */
 static int seg_of(const size_t *bounds, int n, size_t e, int k)
@@ -128,6 +133,41 @@ static int reduce_into(struct hvd_shm *s, const void *sendbuf, void *out,
         }
         hvd__shm_flip(s);
     }
+    return 0;
+}
+
+/* A small allreduce among many ranks: each rank's input goes to its slot,
+ * local rank 0 alone folds them all in rank order (the ring's order for
+ * small tensors, so the same bits) into the result slot, and every rank
+ * copies the result. A rank waits for rank 0 alone and rank 0 for all,
+ * where two full syncs would have each rank see every rank enter twice. */
+static int reduce_through_first(struct hvd_shm *s, const void *sendbuf,
+                                void *out, size_t count, hvd_dtype dt,
+                                hvd_op op, int size, char *err, size_t errlen)
+{
+    hvd_dtype acc_dt = hvd__acc_dtype(dt);
+    size_t es = hvd_dtype_size(dt), aes = hvd_dtype_size(acc_dt);
+    uint8_t *res = hvd__shm_slot(s, s->n);
+    memcpy(hvd__shm_slot(s, s->me), sendbuf, count * es);
+    int rc = hvd__shm_arrive(s, err, errlen);
+    if (rc)
+        return rc;
+    if (s->me == 0) {
+        uint8_t *acc = res, *wide = NULL;
+        if (acc_dt != dt) {
+            if ((acc = hvd__shm_tmp(s, 2 * count * aes)) == NULL) {
+                hvd__shm_abort(s);
+                return HVD_ENOMEM;
+            }
+            wide = acc + count * aes;
+        }
+        fold(s, acc, wide, sendbuf, 0, 0, count, 0, dt, op);
+        hvd__finish(res, acc, count, dt, op, size);
+    }
+    if ((rc = hvd__shm_release(s, err, errlen)) != 0)
+        return rc;
+    memcpy(out, res, count * es);
+    hvd__shm_flip(s);
     return 0;
 }
 
@@ -276,6 +316,9 @@ static int shm_allreduce(struct hvd_ctx *c, const void *sendbuf, void *recvbuf,
     if (!hvd__coll_kernels_take(c, dt, op))
         return hvd__ring_allreduce(&c->ring, sendbuf, recvbuf, count, dt, op,
                                    err, errlen);
+    if (hvd__ring_is_small(count, dt) && c->size >= SMALL_THROUGH_FIRST_MIN)
+        return reduce_through_first(&c->shm, sendbuf, recvbuf, count, dt, op,
+                                    c->size, err, errlen);
     if (hvd__ring_is_small(count, dt))
         return shm_reduce_segs(c, sendbuf, recvbuf, count, dt, op, NULL, err,
                                errlen);
