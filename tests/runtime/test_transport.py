@@ -96,9 +96,10 @@ class TransportTest(unittest.TestCase):
         # From 4 ranks the ring's small gathers take Bruck's links; 6 is
         # not a power of two, so some of its steps wrap around. From 8
         # (HVD_STEADY_MIN_RANKS) shared memory's cycles go through local
-        # rank 0, which folds the small tensors for all (steady.c): its
-        # threads run the same engine as at fewer ranks, so TSan keeps to
-        # those.
+        # rank 0, which folds the small tensors for all (steady.c), and so
+        # do small allreduces (shm_coll.c). TSan keeps to the smaller jobs
+        # here and runs 9 ranks once, on shared memory alone
+        # (test_nine_ranks_through_local_rank_0).
         for np in (2, 3, 4) if UNDER_TSAN else (2, 3, 4, 6, 9):
             with self.subTest(np=np):
                 shm, shm_hashes, steady = self.collcheck(np)
@@ -114,6 +115,14 @@ class TransportTest(unittest.TestCase):
                 # Random floats, where the order of additions shows: the
                 # same bits on both transports.
                 self.assertEqual(shm_hashes, tcp_hashes)
+
+    @unittest.skipUnless(UNDER_TSAN, "the first pass runs it, and "
+                         "compares its bits with the TCP ring's")
+    def test_nine_ranks_through_local_rank_0(self):
+        # ThreadSanitizer's look at the paths that start at 8 ranks: the
+        # steady cycle and small allreduces through local rank 0.
+        _, _, steady = self.collcheck(9)
+        self.assertSteady(9, steady)
 
     def assertSteady(self, np, steady):
         # Below 8 ranks no cycle goes through rank 0; from 8, every rank
