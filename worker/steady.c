@@ -23,7 +23,7 @@
 
 int hvd__steady_on(const struct hvd_ctx *c)
 {
-    return c->tp == &hvd__transport_shm && c->size >= HVD_STEADY_MIN_RANKS;
+    return c->tp == &hvd__transport_shm && c->size >= HVD_SHM_VIA_FIRST_MIN;
 }
 
 /* Rank 0's part: whether every slot holds a message like its own; if so,

@@ -14,9 +14,9 @@
 struct hvd_ctx;
 
 /* Whether this job's cycles try the steady exchange: shared memory alone,
- * with at least this many ranks (below it, every rank reading every
- * message costs less than the fallback's extra round when they differ). */
-#define HVD_STEADY_MIN_RANKS 8
+ * with at least HVD_SHM_VIA_FIRST_MIN ranks (below it, every rank reading
+ * every message costs less than the fallback's extra round when they
+ * differ). */
 int hvd__steady_on(const struct hvd_ctx *c);
 
 /*

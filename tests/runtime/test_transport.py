@@ -95,7 +95,7 @@ class TransportTest(unittest.TestCase):
     def test_shared_memory_gives_the_tcp_rings_bits(self):
         # From 4 ranks the ring's small gathers take Bruck's links; 6 is
         # not a power of two, so some of its steps wrap around. From 8
-        # (HVD_STEADY_MIN_RANKS) shared memory's cycles go through local
+        # (HVD_SHM_VIA_FIRST_MIN) shared memory's cycles go through local
         # rank 0, which folds the small tensors for all (steady.c), and so
         # do small allreduces (shm_coll.c). TSan keeps to the smaller jobs
         # here and runs 9 ranks once, on shared memory alone

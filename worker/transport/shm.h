@@ -15,6 +15,11 @@
 /* Most local ranks that share memory: each holds an eventfd and a pidfd
  * for every other, which must fit the usual limit of 1024 descriptors. */
 #define HVD_SHM_MAX 256
+/* From this many local ranks, an exchange in which every rank would read
+ * every rank's slot goes through local rank 0 instead (hvd__shm_arrive,
+ * hvd__shm_release): the steady negotiation cycle (steady.h) and small
+ * allreduces (shm_coll.c). */
+#define HVD_SHM_VIA_FIRST_MIN 8
 
 struct hvd_shm_hdr;
 

@@ -13,11 +13,6 @@
 #include "shm_coll.h"
 #include "transport/transport.h"
 
-/* From this many ranks, small allreduces go through local rank 0. */
-#ifndef SMALL_THROUGH_FIRST_MIN
-#define SMALL_THROUGH_FIRST_MIN 8
-#endif
-
 /* The segment of bounds (n + 1 entries) that holds element e, searching
  * up from k. */
 static int seg_of(const size_t *bounds, int n, size_t e, int k)
@@ -316,12 +311,12 @@ static int shm_allreduce(struct hvd_ctx *c, const void *sendbuf, void *recvbuf,
     if (!hvd__coll_kernels_take(c, dt, op))
         return hvd__ring_allreduce(&c->ring, sendbuf, recvbuf, count, dt, op,
                                    err, errlen);
-    if (hvd__ring_is_small(count, dt) && c->size >= SMALL_THROUGH_FIRST_MIN)
-        return reduce_through_first(&c->shm, sendbuf, recvbuf, count, dt, op,
-                                    c->size, err, errlen);
     if (hvd__ring_is_small(count, dt))
-        return shm_reduce_segs(c, sendbuf, recvbuf, count, dt, op, NULL, err,
-                               errlen);
+        return c->size >= HVD_SHM_VIA_FIRST_MIN
+                   ? reduce_through_first(&c->shm, sendbuf, recvbuf, count, dt,
+                                          op, c->size, err, errlen)
+                   : shm_reduce_segs(c, sendbuf, recvbuf, count, dt, op, NULL,
+                                     err, errlen);
     /* The ring's segments, so that the result has the ring's bits. */
     size_t *bounds = hvd__ring_bounds(count, c->size);
     if (bounds == NULL) {
