@@ -21,6 +21,9 @@
 #   4. train_cuda -np 2, staged: the same, and equal weights on both ranks
 #   5. hvd_bench -G -np 1: allreduce of device buffers, 8 B to 256 MiB,
 #      no wrong element
+#   6. torchgpu.py -np 1 and 7. -np 2, staged: horovod.torch on CUDA
+#      tensors (collectives, torch's current stream handed to libhvd,
+#      DistributedOptimizer), with this machine's python3 and its torch
 # Without libnccl.so.2 on this machine the steps use the build without
 # NCCL (staged device buffers) and say so. A few minutes at most: each step
 # has a time limit.
@@ -246,11 +249,36 @@ bench_step() {
     fi
 }
 
+# torch_step NAME NP [ENV...]: tests/gpu/torchgpu.py with the python3 on
+# PATH, horovod.torch from this tree and libhvd from the build.
+torch_step() {
+    name=$1
+    np=$2
+    shift 2
+    if ! python3 -c 'import torch' >/dev/null 2>&1; then
+        verdict SKIP "$name" "python3 has no torch"
+        return
+    fi
+    run_step "$name" 240 env "$@" PYTHONPATH="$PWD/worker/python" \
+        HVD_LIBRARY="$BB/worker/libhvd.so" "$HR" -np "$np" python3 \
+        "$PWD/tests/gpu/torchgpu.py"
+    ok=$(grep -c 'torchgpu: rank [0-9]*: ok ' "$log")
+    if grep -q 'torchgpu: SKIP' "$log" && [ "$ngpus" -eq 0 ]; then
+        verdict SKIP "$name" "no CUDA device"
+    elif [ "$rc" -eq 0 ] && [ "$ok" -eq "$np" ]; then
+        verdict PASS "$name" "$mode"
+    else
+        verdict FAIL "$name" "exit $rc, $ok of $np ranks passed"
+    fi
+}
+
 gpucheck_step gpucheck-np1 1 NCCL_DEBUG=VERSION
 gpucheck_step gpucheck-np2-staged 2 HVD_FORCE_GPU_STAGING=1
 train_step train_cuda-np1 1
 train_step train_cuda-np2-staged 2 HVD_FORCE_GPU_STAGING=1
 bench_step hvd_bench-device-np1
+torch_step torchgpu-np1 1
+torch_step torchgpu-np2-staged 2 HVD_FORCE_GPU_STAGING=1
 
 echo "== logs in $LOGS"
 echo "run.sh: $passed passed, $failed failed, $skipped skipped"
