@@ -201,6 +201,7 @@ struct hvd_ctx {
         int32_t id;
     } eager[HVD_EAGER_MAX];
     int neager;
+    uint64_t eager_runs; /* allreduces folded from carried data, ever */
     int64_t last_cycle_us;
     struct hvd_nccl *nccl; /* made at the first device operation */
     int failed;            /* sticky: every later collective fails with this */

@@ -12,13 +12,14 @@
 #include "negotiate.h"
 #include "transport/transport.h"
 
-/* Whether the transport folds small tensors in rank order, as
- * hvd__eager_run does, so that a tensor has the same bits whether it
- * travelled or not: the TCP ring and shared memory, not the hierarchical
- * transport (host by host) or MPI (its own order). */
-static int folds_in_rank_order(const struct hvd_ctx *c)
+/* Whether hvd__eager_run folds small tensors in the transport's order, so
+ * that a tensor has the same bits whether it travelled or not: the TCP
+ * ring and shared memory fold in rank order, the hierarchical transport
+ * host by host (fold below); MPI has an order of its own. */
+static int folds_like_transport(const struct hvd_ctx *c)
 {
-    return strcmp(c->tp->name, "ring") == 0 || strcmp(c->tp->name, "shm") == 0;
+    return c->tp == &hvd__transport_ring || c->tp == &hvd__transport_shm ||
+           c->tp == &hvd__transport_hier;
 }
 
 static size_t bytes_of_work(const struct hvd_work *w)
@@ -35,7 +36,7 @@ void hvd__eager_note(struct hvd_ctx *c, struct hvd_work *w,
         w->prescale != 1 || w->postscale != 1 || bytes == 0 ||
         bytes > HVD_EAGER_MAX_BYTES ||
         !hvd__coll_kernels_take(c, w->dtype, w->op_kind) ||
-        !folds_in_rank_order(c))
+        !folds_like_transport(c))
         return;
     /* The section must leave room in the negotiation's first pass for the
      * requests (exec.c's GATHER_BLOCK). */
@@ -229,23 +230,47 @@ static size_t acc_bytes_of(const struct hvd_neg *t, uint32_t id)
     return q->count * hvd_dtype_size(hvd__acc_dtype((hvd_dtype)q->dtype));
 }
 
-/* Folds the ranks' data of id into acc (its accumulator type), in rank
- * order, as the TCP ring folds small tensors: the same bits on every
- * rank. The messages' data need not be aligned: copied first, widened in
- * place. */
-static void fold(const struct hvd_ctx *c, const struct hvd_eager_in *in,
-                 int32_t id, uint8_t *acc)
+/* Folds the data of id that ranks lo .. hi-1 carried into acc (its
+ * accumulator type), in rank order, as the TCP ring and shared memory fold
+ * small tensors. The messages' data need not be aligned: copied first,
+ * widened in place. */
+static void fold_ranks(const struct hvd_ctx *c, const struct hvd_eager_in *in,
+                       int32_t id, int lo, int hi, uint8_t *acc)
 {
     _Alignas(8) uint8_t wide[2 * HVD_EAGER_MAX_BYTES];
     const struct hvd_req *q = &c->neg.cache[id];
     hvd_dtype dt = (hvd_dtype)q->dtype, acc_dt = hvd__acc_dtype(dt);
     size_t bytes = q->count * hvd_dtype_size(dt);
-    memcpy(acc, carried(in, 0, id), bytes);
+    memcpy(acc, carried(in, lo, id), bytes);
     hvd__widen(acc, acc, q->count, dt);
-    for (int k = 1; k < c->size; k++) {
+    for (int k = lo + 1; k < hi; k++) {
         memcpy(wide, carried(in, k, id), bytes);
         hvd__widen(wide, wide, q->count, dt);
         hvd__reduce(acc, wide, q->count, acc_dt, (hvd_op)q->op);
+    }
+}
+
+/* Folds every rank's data of id into acc in the transport's order: the
+ * same bits on every rank, and the bits the transport would give. The
+ * hierarchical transport folds each host's ranks in rank order (its ranks
+ * are contiguous, hvd__coll_choose), then the hosts' sums in host order,
+ * as its ring of leaders folds small tensors. */
+static void fold(const struct hvd_ctx *c, const struct hvd_eager_in *in,
+                 int32_t id, uint8_t *acc)
+{
+    const struct hvd_topo *t = &c->topo;
+    if (c->tp != &hvd__transport_hier) {
+        fold_ranks(c, in, id, 0, c->size, acc);
+        return;
+    }
+    _Alignas(8) uint8_t host[2 * HVD_EAGER_MAX_BYTES];
+    const struct hvd_req *q = &c->neg.cache[id];
+    hvd_dtype acc_dt = hvd__acc_dtype((hvd_dtype)q->dtype);
+    for (int h = 0; h < t->nhosts; h++) {
+        fold_ranks(c, in, id, t->first[h], t->first[h] + t->count[h],
+                   h == 0 ? acc : host);
+        if (h > 0)
+            hvd__reduce(acc, host, q->count, acc_dt, (hvd_op)q->op);
     }
 }
 

@@ -1,8 +1,9 @@
 /* Small allreduces carried with the negotiation: a rank sends the data of
  * its waiting small allreduces (by response-cache id) with its cycle's
  * requests, and when every rank carried a tensor's data in the cycle that
- * makes it ready, each rank folds the data in rank order itself, with no
- * collective of its own. */
+ * makes it ready, each rank folds the data itself in the transport's
+ * order (rank order, or host by host on the hierarchical transport), with
+ * no collective of its own. */
 #ifndef HVD_EAGER_H
 #define HVD_EAGER_H
 

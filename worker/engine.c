@@ -3,6 +3,7 @@
 #include "engine.h"
 
 #include <errno.h>
+#include <inttypes.h>
 #include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -241,6 +242,7 @@ static void respond(struct hvd_ctx *c, struct hvd_resp *resp, size_t n,
         if (!c->failed && hvd__eager_ready(c, in, &resp[i])) {
             int64_t t0 = hvd__now_us();
             hvd__eager_run(c, in, &resp[i], w);
+            c->eager_runs++;
             trace(c, w, t0, 1);
             complete(c, w, 0, NULL);
             i++;
@@ -983,6 +985,11 @@ void hvd__engine_stop(struct hvd_ctx *c)
     free(c->fresh);
     free(c->fuse_buf);
     hvd__exec_gather_free(c);
+    if (c->eager_runs > 0 && hvd__coll_debug())
+        fprintf(stderr,
+                "hvd: debug: rank %d: %" PRIu64 " small allreduces folded "
+                "from the negotiation\n",
+                c->rank, c->eager_runs);
     hvd__eager_free(&c->eager_in);
     hvd__steady_free(c);
     free(c->per_rank.lens);

@@ -19,6 +19,8 @@ DONE_RE = re.compile(r"collcheck: rank (\d+) of (\d+): (\d+) checks, "
                      r"(\d+) failures")
 TRANSPORT_RE = re.compile(r"hvd: debug: rank (\d+): transport: (.*)")
 NAME_RE = re.compile(r"collcheck: rank (\d+) transport (\S+)")
+EAGER_RE = re.compile(r"hvd: debug: rank (\d+): (\d+) small allreduces folded "
+                      r"from the negotiation")
 STEADY_RE = re.compile(r"hvd: debug: rank (\d+): steady exchange: (\d+) of "
                        r"(\d+) cycles alike, (\d+) with folded tensors")
 # scripts/test.sh's ThreadSanitizer pass: the jobs that only add ranks to
@@ -79,6 +81,8 @@ class TransportTest(unittest.TestCase):
         transports = dict((int(r), t) for r, t in
                           TRANSPORT_RE.findall(p.stderr))
         self.assertEqual(sorted(transports), list(range(np)), p.stderr)
+        self.eager = dict((int(r), int(k)) for r, k in
+                          EAGER_RE.findall(p.stderr))
         hashes = dict(HASH_RE.findall(p.stdout))
         # Four allreduces (two large, two small), and six reducescatters
         # (rank 0's slice).
@@ -163,6 +167,24 @@ class TransportTest(unittest.TestCase):
         self.assertEqual(transports[5], "hierarchical (5 hosts; the only "
                          "rank on this host; leader on the TCP ring of "
                          "hosts)")
+
+    @unittest.skipIf(UNDER_TSAN, "the fold adds no thread; TSan sees the "
+                     "eager path on shared memory")
+    def test_hierarchical_eager_fold_goes_host_by_host(self):
+        # Two hosts of three ranks: the hierarchical transport sums each
+        # host's ranks, then the two hosts' sums, which rounds otherwise
+        # than rank order does. collcheck's eager checks compare a small
+        # tensor's bits from the transport (a new name) with its bits
+        # folded by every rank from the negotiation (the cached name).
+        fake = 'HOROVOD_HOSTNAME=h$((HOROVOD_RANK / 3)) exec "$0"'
+        transports, _, _ = self.collcheck(6, "sh", "-c", fake)
+        self.assertTrue(transports[0].startswith("hierarchical (2 hosts; "
+                                                 "shared memory among 3 "),
+                        transports[0])
+        # Every rank folded the same tensors itself, and enough of them.
+        self.assertEqual(sorted(self.eager), list(range(6)), self.eager)
+        self.assertEqual(len(set(self.eager.values())), 1, self.eager)
+        self.assertGreater(self.eager[0], 20)
 
     def test_nothing_is_left_behind(self):
         # libhvd's segment is an anonymous memfd, so nothing should ever

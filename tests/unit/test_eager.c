@@ -133,6 +133,53 @@ Test(eager, every_rank_folds_what_every_rank_carried)
     ctx_free(c);
 }
 
+Test(eager, the_hierarchical_fold_goes_host_by_host)
+{
+    /* Four ranks on two hosts of two. The hierarchical transport sums each
+     * host's ranks, then the hosts: in float32 (1 + 1e8) + (-1e8 + 1) is
+     * 0, where rank order gives ((1 + 1e8) - 1e8) + 1 = 1. */
+    static const float vals[4] = {1, 1e8f, -1e8f, 1};
+    static const uint8_t reqs[1] = {0x7f};
+    int first[2] = {0, 2}, count[2] = {2, 2};
+    struct hvd_ctx *c = calloc(1, sizeof(*c));
+    cr_assert(c != NULL);
+    c->size = 4;
+    c->tp = &hvd__transport_hier;
+    c->topo.nhosts = 2;
+    c->topo.first = first;
+    c->topo.count = count;
+    cr_assert_eq(hvd__neg_init(&c->neg, 4, 16), 0);
+    struct hvd_req qa = req("a", 1);
+    hvd__neg_cache_put(&c->neg, &qa);
+    float in = 0, out = -1;
+    struct hvd_work a = work("a", &in, &out, 1);
+    uint8_t *msg[4];
+    const uint8_t *msgs[4];
+    size_t lens[4];
+    for (int r = 0; r < 4; r++) {
+        in = vals[r];
+        hvd__eager_note(c, &a, &qa);
+        cr_assert_eq(c->neager, 1, "carried on the hierarchical transport");
+        cr_assert_eq(hvd__eager_encode(c, reqs, 1, &msg[r], &lens[r]), 0);
+        hvd__eager_forget(c, &a);
+        msgs[r] = msg[r];
+    }
+    struct hvd_eager_in in4 = {0};
+    cr_assert_eq(hvd__eager_decode(c, &in4, msgs, lens), 0);
+    struct hvd_resp r = {.req = qa};
+    cr_assert(hvd__eager_ready(c, &in4, &r));
+    hvd__eager_run(c, &in4, &r, &a);
+    cr_expect_eq(out, 0.0f, "host by host: %g", (double)out);
+    c->tp = &hvd__transport_ring;
+    hvd__eager_run(c, &in4, &r, &a);
+    cr_expect_eq(out, 1.0f, "rank order on the ring: %g", (double)out);
+    hvd__eager_free(&in4);
+    for (int i = 0; i < 4; i++)
+        free(msg[i]);
+    hvd__neg_close(&c->neg);
+    free(c);
+}
+
 /* Decodes one hostile section (rank 0's; rank 1's is empty). */
 static int decode(struct hvd_ctx *c, const uint8_t *p, size_t len)
 {
