@@ -258,11 +258,11 @@ static void fold_ranks(const struct hvd_ctx *c, const struct hvd_eager_in *in,
 static void fold(const struct hvd_ctx *c, const struct hvd_eager_in *in,
                  int32_t id, uint8_t *acc)
 {
-    const struct hvd_topo *t = &c->topo;
     if (c->tp != &hvd__transport_hier) {
         fold_ranks(c, in, id, 0, c->size, acc);
         return;
     }
+    const struct hvd_topo *t = &c->topo;
     _Alignas(8) uint8_t host[2 * HVD_EAGER_MAX_BYTES];
     const struct hvd_req *q = &c->neg.cache[id];
     hvd_dtype acc_dt = hvd__acc_dtype((hvd_dtype)q->dtype);

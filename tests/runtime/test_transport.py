@@ -81,8 +81,6 @@ class TransportTest(unittest.TestCase):
         transports = dict((int(r), t) for r, t in
                           TRANSPORT_RE.findall(p.stderr))
         self.assertEqual(sorted(transports), list(range(np)), p.stderr)
-        self.eager = dict((int(r), int(k)) for r, k in
-                          EAGER_RE.findall(p.stderr))
         hashes = dict(HASH_RE.findall(p.stdout))
         # Four allreduces (two large, two small), and six reducescatters
         # (rank 0's slice).
@@ -94,7 +92,8 @@ class TransportTest(unittest.TestCase):
             {"shm": "shared memory", "ring": "TCP ring",
              "hier": "hierarchical"}[names.pop()]),
             transports)
-        return transports, hashes, STEADY_RE.findall(p.stderr)
+        eager = dict((int(r), int(k)) for r, k in EAGER_RE.findall(p.stderr))
+        return transports, hashes, STEADY_RE.findall(p.stderr), eager
 
     def test_shared_memory_gives_the_tcp_rings_bits(self):
         # From 4 ranks the ring's small gathers take Bruck's links; 6 is
@@ -106,12 +105,12 @@ class TransportTest(unittest.TestCase):
         # (test_nine_ranks_through_local_rank_0).
         for np in (2, 3, 4) if UNDER_TSAN else (2, 3, 4, 6, 9):
             with self.subTest(np=np):
-                shm, shm_hashes, steady = self.collcheck(np)
+                shm, shm_hashes, steady, _ = self.collcheck(np)
                 for r, t in shm.items():
                     self.assertEqual(t, "shared memory (%d ranks on host "
                                      "localhost)" % np)
                 self.assertSteady(np, steady)
-                tcp, tcp_hashes, steady = self.collcheck(
+                tcp, tcp_hashes, steady, _ = self.collcheck(
                     np, HOROVOD_SHM_DISABLE="1")
                 for r, t in tcp.items():
                     self.assertEqual(t, "TCP ring (%d ranks)" % np)
@@ -125,7 +124,7 @@ class TransportTest(unittest.TestCase):
     def test_nine_ranks_through_local_rank_0(self):
         # ThreadSanitizer's look at the paths that start at 8 ranks: the
         # steady cycle and small allreduces through local rank 0.
-        _, _, steady = self.collcheck(9)
+        _, _, steady, _ = self.collcheck(9)
         self.assertSteady(9, steady)
 
     def assertSteady(self, np, steady):
@@ -160,7 +159,7 @@ class TransportTest(unittest.TestCase):
         # five leaders form a TCP ring that gathers over Bruck's links.
         fake = ('r=$HOROVOD_RANK; [ "$r" -lt 2 ] && h=h0 || h=h$((r - 1)); '
                 'HOROVOD_HOSTNAME=$h exec "$0"')
-        transports, _, _ = self.collcheck(6, "sh", "-c", fake)
+        transports, _, _, _ = self.collcheck(6, "sh", "-c", fake)
         self.assertEqual(transports[0], "hierarchical (5 hosts; shared "
                          "memory among 2 ranks on this host; leader on the "
                          "TCP ring of hosts)")
@@ -177,14 +176,14 @@ class TransportTest(unittest.TestCase):
         # tensor's bits from the transport (a new name) with its bits
         # folded by every rank from the negotiation (the cached name).
         fake = 'HOROVOD_HOSTNAME=h$((HOROVOD_RANK / 3)) exec "$0"'
-        transports, _, _ = self.collcheck(6, "sh", "-c", fake)
+        transports, _, _, eager = self.collcheck(6, "sh", "-c", fake)
         self.assertTrue(transports[0].startswith("hierarchical (2 hosts; "
                                                  "shared memory among 3 "),
                         transports[0])
         # Every rank folded the same tensors itself, and enough of them.
-        self.assertEqual(sorted(self.eager), list(range(6)), self.eager)
-        self.assertEqual(len(set(self.eager.values())), 1, self.eager)
-        self.assertGreater(self.eager[0], 20)
+        self.assertEqual(sorted(eager), list(range(6)), eager)
+        self.assertEqual(len(set(eager.values())), 1, eager)
+        self.assertGreater(eager[0], 20)
 
     def test_nothing_is_left_behind(self):
         # libhvd's segment is an anonymous memfd, so nothing should ever
