@@ -7,14 +7,14 @@ set -eu
 cd "$(dirname "$0")/.."
 
 # libncurses-dev: terminfo for horovodrun's status block; tmux: the tests
-# drive a real terminal with it.
+# drive a real terminal with it, and draw real tqdm bars (python3-tqdm).
 # Open MPI: libhvd's MPI backend and its tests (and the benchmarks' peer).
 # Slurm and munge: the tests start their own two-node cluster (tests/slurm);
 # without a slurm.conf in /etc/slurm the packages' services stay stopped.
 horovod=0
 tensorflow=0
 PKGS="gcc meson ninja-build pkg-config libuv1-dev libssh2-1-dev libssl-dev
-libcriterion-dev libmicrohttpd-dev libyaml-dev libncurses-dev tmux python3 procps clang-format openssh-server openssh-client
+libcriterion-dev libmicrohttpd-dev libyaml-dev libncurses-dev tmux python3-tqdm python3 procps clang-format openssh-server openssh-client
 openmpi-bin libopenmpi-dev slurmctld slurmd slurm-client munge"
 for opt in "$@"; do
     case "$opt" in

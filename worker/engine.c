@@ -15,7 +15,6 @@
 
 #include "common/envc.h"
 #include "common/hvd_err.h"
-#include "common/rdvproto.h"
 #include "ctx.h"
 #include "eager.h"
 #include "exec.h"
@@ -23,6 +22,7 @@
 #include "fusion.h"
 #include "gpu/device.h"
 #include "gpu/gpu.h"
+#include "join.h"
 #include "setting.h"
 #include "sock.h"
 #include "stall.h"
@@ -510,14 +510,7 @@ static int cycle_due(struct hvd_ctx *c, int64_t now)
 static void stop_engine(struct hvd_ctx *c)
 {
     fail_pending(c, HVD_ESHUTDOWN, "hvd_shutdown() was called");
-    if (c->rdv_fd >= 0) {
-        uint8_t *f;
-        size_t len;
-        if (hvd_rdv_note_encode(HVD_RDV_BYE, c->rank, "", &f, &len) == 0) {
-            hvd__sock_send_all(c->rdv_fd, f, len, hvd__now_ms() + 1000);
-            free(f);
-        }
-    }
+    hvd__join_leave(c);
     finish_op(c, c->stop);
 }
 

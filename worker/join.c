@@ -3,6 +3,8 @@
 #include "join.h"
 
 #include <errno.h>
+#include <poll.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -104,6 +106,11 @@ static int read_env(struct hvd_ctx *c, char *err, size_t errlen)
     return 0;
 }
 
+/* Set once this process has reached the rendezvous server: the server
+ * listens until the job ends, so a refusal after that means it has ended
+ * and there is nothing to wait for. */
+static atomic_int g_rdv_reached;
+
 static double start_timeout(void)
 {
     const char *v = getenv(HVD_ENV_START_TIMEOUT);
@@ -129,13 +136,20 @@ static int rendezvous(struct hvd_ctx *c, int data_port,
     }
     if ((rc = env_int(HVD_ENV_RDV_PORT, 1, 65535, &port, err, errlen)))
         return rc;
-    c->rdv_fd = hvd__sock_connect(addr, port, deadline);
+    int again = atomic_load(&g_rdv_reached);
+    c->rdv_fd = hvd__sock_connect(addr, port, deadline, !again);
     if (c->rdv_fd < 0) {
         rc = c->rdv_fd;
-        snprintf(err, errlen,
-                 "cannot reach the rendezvous server at %s:%d: "
-                 "%s",
-                 addr, port, strerror(errno));
+        if (again && errno == ECONNREFUSED)
+            snprintf(err, errlen,
+                     "the rendezvous server at %s:%d has closed: horovodrun "
+                     "has ended the job, or is no longer running",
+                     addr, port);
+        else
+            snprintf(err, errlen,
+                     "cannot reach the rendezvous server at %s:%d: %s "
+                     "(is horovodrun running, and %s right?)",
+                     addr, port, strerror(errno), HVD_ENV_RDV_ADDR);
         return rc;
     }
     rc = hvd__sock_recv_frame(c->rdv_fd, &c->rdv_reader, &f, deadline);
@@ -148,6 +162,7 @@ static int rendezvous(struct hvd_ctx *c, int data_port,
     }
     uint8_t server_nonce[HVD_NONCE_LEN];
     memcpy(server_nonce, f.payload + 4, HVD_NONCE_LEN);
+    atomic_store(&g_rdv_reached, 1);
 
     struct hvd_rdv_register reg = {
         .rank = (uint32_t)c->rank,
@@ -180,6 +195,16 @@ static int rendezvous(struct hvd_ctx *c, int data_port,
         free(msg);
         /* The server says why: a timeout, or a refusal of our proof. */
         rc = who == HVD_EAUTH || who == HVD_EPROTO ? who : HVD_ETIMEDOUT;
+        goto out;
+    }
+    if (rc == 1 && f.type == HVD_RDV_ABORT) {
+        /* A rank of the generation before failed while we re-joined. */
+        int32_t who;
+        char *msg = NULL;
+        hvd_rdv_note_decode(f.payload, f.len, &who, &msg);
+        snprintf(err, errlen, "%s", msg ? msg : "another rank failed");
+        free(msg);
+        rc = HVD_EPEER;
         goto out;
     }
     if (rc == HVD_ETIMEDOUT) {
@@ -252,7 +277,7 @@ int hvd__join_ring(struct hvd_ctx *c, struct hvd_ring *r, int cross,
         describe(to->desc, sizeof(to->desc), pt, next);
         describe(r->from[k].desc, sizeof(r->from[k].desc), pt, prev);
         to->fd = hvd__sock_connect(pt->peers[next].addr,
-                                   (int)pt->peers[next].port, deadline);
+                                   (int)pt->peers[next].port, deadline, 1);
         if (to->fd < 0) {
             snprintf(err, errlen, "cannot connect to %s at %s:%u: %s", to->desc,
                      pt->peers[next].addr, pt->peers[next].port,
@@ -377,4 +402,25 @@ out:
         close(lfd);
     hvd_rdv_peers_close(&peers);
     return rc;
+}
+
+void hvd__join_leave(struct hvd_ctx *c)
+{
+    uint8_t *f, buf[4096];
+    size_t len;
+    int64_t deadline = hvd__now_ms() + 1000;
+
+    if (c->rdv_fd < 0 ||
+        hvd_rdv_note_encode(HVD_RDV_BYE, c->rank, "", &f, &len) != 0)
+        return;
+    int rc = hvd__sock_send_all(c->rdv_fd, f, len, deadline);
+    free(f);
+    /* Whatever the server still had to say no longer matters. */
+    while (rc == 0 && hvd__now_ms() < deadline) {
+        struct pollfd p = {.fd = c->rdv_fd, .events = POLLIN};
+        int left = (int)(deadline - hvd__now_ms());
+        if (poll(&p, 1, left > 0 ? left : 0) <= 0 ||
+            recv(c->rdv_fd, buf, sizeof(buf), 0) <= 0)
+            break;
+    }
 }

@@ -21,6 +21,10 @@ enum hvd_join_kind {
 int hvd__join_kind(char *err, size_t errlen);
 /* Meets the other ranks (env, rendezvous, then the transport's connect). */
 int hvd__join(struct hvd_ctx *c, char *err, size_t errlen);
+/* Says goodbye to the rendezvous server and waits (up to a second) until
+ * it has closed the connection, so that a later hvd_init in this process
+ * finds this rank's place free. */
+void hvd__join_leave(struct hvd_ctx *c);
 
 /* What hvd__join hands a transport's connect entry. */
 struct hvd_link {

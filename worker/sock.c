@@ -40,7 +40,8 @@ static int set_nonblock(int fd, int on)
     return fcntl(fd, F_SETFL, on ? fl | O_NONBLOCK : fl & ~O_NONBLOCK);
 }
 
-int hvd__sock_connect(const char *host, int port, int64_t deadline_ms)
+int hvd__sock_connect(const char *host, int port, int64_t deadline_ms,
+                      int retry_refused)
 {
     struct addrinfo hints = {.ai_socktype = SOCK_STREAM}, *ai = NULL;
     char portstr[16];
@@ -81,7 +82,7 @@ int hvd__sock_connect(const char *host, int port, int64_t deadline_ms)
         close(fd);
         fd = -1;
         errno = saved;
-        if (saved != ECONNREFUSED)
+        if (saved != ECONNREFUSED || !retry_refused)
             break;
         usleep(50 * 1000);
     }

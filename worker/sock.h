@@ -7,9 +7,12 @@
 
 #include "common/frame.h"
 
-/* Connects to host:port (numeric or name) before deadline_ms. Returns the
- * fd or a negative hvd code with errno describing the cause. */
-int hvd__sock_connect(const char *host, int port, int64_t deadline_ms);
+/* Connects to host:port (numeric or name) before deadline_ms, trying again
+ * while the connection is refused if retry_refused (the listener may not
+ * be up yet). Returns the fd or a negative hvd code with errno describing
+ * the cause. */
+int hvd__sock_connect(const char *host, int port, int64_t deadline_ms,
+                      int retry_refused);
 /* A listening TCP socket on any address of the given family (AF_INET or
  * AF_INET6) at an ephemeral port; *port receives it. */
 int hvd__sock_listen(int family, int backlog, int *port);

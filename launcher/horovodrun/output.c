@@ -368,7 +368,7 @@ static void lift_block(struct hr_sink *s)
 {
     if (s->rows == 0)
         return;
-    char buf[2 + HR_OUTPUT_ROWS * HR_TTY_SEQ];
+    char buf[HR_TTY_ERASE_MAX(HR_OUTPUT_ROWS)];
     int rows = s->rows < HR_OUTPUT_ROWS ? s->rows : HR_OUTPUT_ROWS;
     struct iovec v = {buf, hr_tty_erase(&s->tty, rows, buf, sizeof(buf))};
     hr_output_put(s, &v, 1);

@@ -197,7 +197,7 @@ static void draw(struct hr_output *o, struct hr_sink *s)
     if (buf == NULL)
         return;
     size_t n = 0;
-    char erase[2 + HR_OUTPUT_ROWS * HR_TTY_SEQ];
+    char erase[HR_TTY_ERASE_MAX(HR_OUTPUT_ROWS)];
     size_t elen = hr_tty_erase(&s->tty, s->rows, erase, sizeof(erase));
     if (s->rows == 0)
         elen = 0;
@@ -282,7 +282,7 @@ void hr_output_end(struct hr_output *o)
     for (int k = 0; k < 2; k++) {
         struct hr_sink *s = &o->sinks[k];
         if (s->rows > 0) {
-            char buf[2 + HR_OUTPUT_ROWS * HR_TTY_SEQ];
+            char buf[HR_TTY_ERASE_MAX(HR_OUTPUT_ROWS)];
             struct iovec v = {buf,
                               hr_tty_erase(&s->tty, s->rows, buf, sizeof(buf))};
             hr_output_put(s, &v, 1);

@@ -38,7 +38,7 @@ struct hr_rdv_conn {
     uint8_t nonce[HVD_NONCE_LEN];      /* our challenge */
     uint8_t rank_nonce[HVD_NONCE_LEN]; /* the rank's challenge to us */
     int rank;                          /* -1 until registered */
-    int bye;
+    unsigned gen;                      /* the generation it joined */
     int closing;
     uint64_t deadline; /* loop time by which it must register */
     char from[80];     /* peer address for messages */
@@ -161,20 +161,6 @@ static void refuse(struct hr_rdv_conn *c, int code, const char *why)
     close_conn(c);
 }
 
-/* Nobody can join once every rank has: new connections are not even
- * accepted, and those still waiting are sent away. */
-static void stop_listening(struct hr_rdv *r)
-{
-    if (r->listening) {
-        uv_close((uv_handle_t *)&r->tcp, NULL);
-        r->listening = 0;
-    }
-    uv_timer_stop(&r->pending_timer);
-    while (r->pending)
-        refuse(r->pending, HVD_EPROTO, "every rank has already registered");
-    tell_refusals(r);
-}
-
 /* Tells every other registered rank that rank failed (first report wins:
  * later ones are consequences). */
 static void broadcast_abort(struct hr_rdv *r, int rank, const char *msg)
@@ -189,7 +175,7 @@ static void broadcast_abort(struct hr_rdv *r, int rank, const char *msg)
 
 static void send_peers(struct hr_rdv *r)
 {
-    r->peers_sent = 1;
+    r->forming = 0;
     uv_timer_stop(&r->timer);
     for (int i = 0; i < r->size; i++) {
         uint8_t *f;
@@ -199,8 +185,18 @@ static void send_peers(struct hr_rdv *r)
                                  c->rank_nonce, &f, &len) == 0)
             send_frame(c, f, len);
     }
-    hvd_log_info("rendezvous: all %d ranks registered", r->size);
-    stop_listening(r);
+    if (r->gen == 0)
+        hvd_log_info("rendezvous: all %d ranks registered", r->size);
+    else
+        hvd_log_info("rendezvous: all %d ranks registered again "
+                     "(initialisation %u)",
+                     r->size, r->gen + 1);
+}
+
+/* Whether rank has registered in the generation forming. */
+static int in_gen(const struct hr_rdv *r, int rank)
+{
+    return r->ranks[rank] && r->ranks[rank]->gen == r->gen;
 }
 
 static void on_start_timeout(uv_timer_t *t)
@@ -210,7 +206,7 @@ static void on_start_timeout(uv_timer_t *t)
     int n = 0, missing = 0;
 
     for (int i = 0; i < r->size; i++) {
-        if (r->ranks[i])
+        if (in_gen(r, i))
             continue;
         if (missing++ < 16 && n < (int)sizeof(list))
             n += snprintf(list + n, sizeof(list) - (size_t)n, "%s%d",
@@ -225,7 +221,7 @@ static void on_start_timeout(uv_timer_t *t)
     r->failed = 1;
     hvd_log_error("rendezvous: %s", msg);
     for (int i = 0; i < r->size; i++)
-        if (r->ranks[i])
+        if (in_gen(r, i))
             send_note(r->ranks[i], HVD_RDV_FAIL, HVD_ETIMEDOUT, msg);
 }
 
@@ -281,14 +277,28 @@ static void handle_register(struct hr_rdv_conn *c, const struct hvd_frame *f)
         refuse(c, HVD_EPROTO, why);
         goto out;
     }
-    if (r->ranks[m.rank] || r->peers_sent || r->failed) {
-        snprintf(why, sizeof(why), "rank %u registered again", m.rank);
-        refuse(c, r->failed ? HVD_ETIMEDOUT : HVD_EPROTO,
-               r->failed ? "the start timeout passed" : why);
+    if (r->failed) {
+        refuse(c, HVD_ETIMEDOUT, "the start timeout passed");
         goto out;
+    }
+    /* A rank that shut down said goodbye first, which freed its slot. */
+    if (r->ranks[m.rank]) {
+        snprintf(why, sizeof(why),
+                 "rank %u registered again while its first connection is "
+                 "open (two processes with one rank?)",
+                 m.rank);
+        refuse(c, HVD_EPROTO, why);
+        goto out;
+    }
+    /* The first rank back after a complete generation starts the next. */
+    if (!r->forming) {
+        r->forming = 1;
+        r->gen++;
+        r->joined = 0;
     }
     pending_unlink(c);
     c->rank = (int)m.rank;
+    c->gen = r->gen;
     c->reader.max = RANK_FRAME_MAX;
     memcpy(c->rank_nonce, m.nonce, HVD_NONCE_LEN);
     r->ranks[m.rank] = c;
@@ -299,11 +309,11 @@ static void handle_register(struct hr_rdv_conn *c, const struct hvd_frame *f)
     p->addr = m.addr;
     p->port = m.port;
     m.host = m.addr = NULL;
-    if (r->registered++ == 0)
+    if (r->joined++ == 0)
         uv_timer_start(&r->timer, on_start_timeout,
                        (uint64_t)(r->start_timeout * 1000), 0);
     hvd_log_info("rendezvous: rank %d registered from %s", c->rank, c->from);
-    if (r->registered == r->size)
+    if (r->joined == r->size)
         send_peers(r);
 out:
     hvd_rdv_register_close(&m);
@@ -320,7 +330,11 @@ static void handle_frame(struct hr_rdv_conn *c, const struct hvd_frame *f)
         return;
     }
     if (f->type == HVD_RDV_BYE) {
-        c->bye = 1;
+        /* The rank waits for this close before it may register again, so
+         * its next registration finds its slot free. */
+        if (r->forming && c->gen == r->gen)
+            r->joined--;
+        close_conn(c);
     } else if (f->type == HVD_RDV_REPORT) {
         int32_t rank;
         char *msg;
@@ -335,14 +349,14 @@ static void handle_frame(struct hr_rdv_conn *c, const struct hvd_frame *f)
 static void rank_lost(struct hr_rdv_conn *c)
 {
     struct hr_rdv *r = c->srv;
-    if (r->peers_sent && !c->bye) {
+    if (r->forming && c->gen == r->gen) {
+        /* It left during start-up: its slot is free again. */
+        r->joined--;
+    } else {
         char msg[256];
         snprintf(msg, sizeof(msg), "rank %d (host %s) disconnected", c->rank,
                  r->table.peers[c->rank].host);
         broadcast_abort(r, c->rank, msg);
-    } else if (!r->peers_sent) {
-        /* It left during start-up: its slot is free again. */
-        r->registered--;
     }
     close_conn(c);
 }
@@ -493,6 +507,7 @@ int hr_rdv_start(struct hr_rdv *r, uv_loop_t *loop, int bind_any,
     memcpy(r->secret, secret, HVD_SECRET_LEN);
     r->size = size;
     r->start_timeout = start_timeout;
+    r->forming = 1;
     r->pending_max = pending_limit(size);
     r->ranks = calloc((size_t)size, sizeof(*r->ranks));
     r->table.peers = calloc((size_t)size, sizeof(*r->table.peers));

@@ -1,5 +1,7 @@
 /* The rendezvous server: ranks prove the job secret, publish their
- * data-plane address, get the peer table, and hear about failed ranks. */
+ * data-plane address, get the peer table, and hear about failed ranks.
+ * It serves the whole job: ranks that shut down and initialise again
+ * (hvd_shutdown(), hvd_init()) meet anew, one generation at a time. */
 #ifndef HR_RDV_H
 #define HR_RDV_H
 
@@ -25,10 +27,11 @@ struct hr_rdv {
     double start_timeout;
     struct hr_rdv_conn **ranks; /* registered connection of each rank */
     struct hvd_rdv_peers table; /* filled as ranks register */
-    int registered;
-    int peers_sent;
-    int failed;  /* the start timeout passed: nobody can join any more */
-    int aborted; /* a rank failure was broadcast */
+    unsigned gen; /* the generation forming, or the last one formed */
+    int joined;   /* ranks registered in generation gen */
+    int forming;  /* gen's peer table has not gone out yet */
+    int failed;   /* the start timeout passed: nobody can join any more */
+    int aborted;  /* a rank failure was broadcast */
     /* Connections that have not registered yet, oldest first. */
     struct hr_rdv_conn *pending, *pending_tail;
     int npending;
@@ -41,8 +44,9 @@ struct hr_rdv {
  * Listens at an ephemeral port for a job of size ranks, on addr (an IPv4
  * or IPv6 literal handed to the ranks), or on every address of its family
  * with bind_any (remote hosts may come in on another interface). Returns
- * 0 or a libuv error code. Once every rank has registered the server
- * stops listening and keeps only the ranks' connections.
+ * 0 or a libuv error code. It listens until hr_rdv_close: a rank that said
+ * goodbye may register again, and once every rank has, the new generation
+ * gets its peer table.
  */
 int hr_rdv_start(struct hr_rdv *r, uv_loop_t *loop, int bind_any,
                  const char *addr, const uint8_t secret[HVD_SECRET_LEN],

@@ -59,7 +59,6 @@ void hr_tty_init(struct hr_tty *t, int fd, int status, int mode)
     if (loaded) {
         keep(t->up, tigetstr("cuu1"));
         keep(t->erase_eol, tigetstr("el"));
-        keep(t->erase_eos, tigetstr("ed"));
         t->redraw = status && isatty(fd) && t->up[0] && t->erase_eol[0];
     }
     if (color)
@@ -112,12 +111,6 @@ static size_t put(char *buf, size_t n, size_t cap, const char *s)
 size_t hr_tty_erase(const struct hr_tty *t, int rows, char *buf, size_t cap)
 {
     size_t n = put(buf, 0, cap, "\r");
-    if (t->erase_eos[0]) {
-        for (int i = 1; i < rows; i++)
-            n = put(buf, n, cap, t->up);
-        return put(buf, n, cap, t->erase_eos);
-    }
-    /* No erase to the end of the screen: line by line, from the last. */
     for (int i = 0; i < rows; i++) {
         if (i > 0)
             n = put(buf, n, cap, t->up);

@@ -21,7 +21,6 @@ struct hr_tty {
     int redraw; /* the status block may be drawn: cursor up and erase */
     int color;  /* prefixes are coloured */
     char up[HR_TTY_SEQ];        /* one row up */
-    char erase_eos[HR_TTY_SEQ]; /* to the end of the screen, or "" */
     char erase_eol[HR_TTY_SEQ]; /* to the end of the line */
     char fg[HR_TTY_COLORS][HR_TTY_SEQ];
     char reset[HR_TTY_SEQ];
@@ -37,10 +36,15 @@ struct hr_tty {
 void hr_tty_init(struct hr_tty *t, int fd, int status, int mode);
 /* Columns and rows of the terminal, or 80 by 24 when it does not say. */
 void hr_tty_size(const struct hr_tty *t, int *cols, int *rows);
+/* What hr_tty_erase may write for rows lines. */
+#define HR_TTY_ERASE_MAX(rows) (2 + 2 * (rows)*HR_TTY_SEQ)
 /*
- * Writes to buf (cap bytes at least 2 + rows * HR_TTY_SEQ) what erases the
- * rows lines ending at the cursor, which is left at the start of the
- * first; returns the length.
+ * Writes to buf (cap bytes at least HR_TTY_ERASE_MAX(rows)) what erases
+ * the rows lines ending at the cursor, line by line from the last, and
+ * leaves the cursor at the start of the first; returns the length. Never
+ * "erase to the end of the screen": from the top-left corner some
+ * terminals (tmux) take that for clearing the screen and keep the rows in
+ * the scrollback, so every redraw would be kept.
  */
 size_t hr_tty_erase(const struct hr_tty *t, int rows, char *buf, size_t cap);
 /*

@@ -1,7 +1,8 @@
 /* A rank that joins and then says nothing to the rendezvous server for
  * argv[1] seconds before an allreduce: a registered rank must not be timed
  * out however quiet it is. It also reports whether the server still
- * listens once every rank has joined (it should not). */
+ * listens once every rank has joined (it should: a rank may shut down and
+ * join again). */
 #include <netdb.h>
 #include <stdio.h>
 #include <stdlib.h>

@@ -15,6 +15,18 @@ from hvdtest import py, sh
 RDVIDLE = os.environ.get("HVD_RDVIDLE", os.path.join(
     hvdtest.BUILD, "tests", "integration", "rdvidle"))
 
+# Real tqdm on stderr: 40 updates 50 ms apart (20 a second for 2 s).
+TQDM = r"""
+import sys, time
+from tqdm import tqdm
+for _ in tqdm(range(40), file=sys.stderr, mininterval=0, miniters=1,
+              ncols=70):
+    time.sleep(0.05)
+print("done", flush=True)
+"""
+# Debian's python3-tqdm is for Debian's Python.
+SYSTEM_PYTHON = "/usr/bin/python3"
+
 # Each rank says hello, draws a bar as tqdm does ("\r" + text, on stderr)
 # to step 3, logs a line between, waits for the test's go file, then ends
 # the bar with a newline and says done.
@@ -61,19 +73,21 @@ class Tmux:
                               list(args), check=True, capture_output=True,
                               text=True, timeout=20).stdout
 
-    def screen(self, escapes=False):
-        """The screen's rows, trailing blanks and blank rows cut off."""
-        text = self.tmux("capture-pane", "-p", *(["-e"] if escapes else []))
+    def screen(self, escapes=False, history=False):
+        """The screen's rows (after the scrollback's, with history),
+        trailing blanks and blank rows cut off."""
+        text = self.tmux("capture-pane", "-p", *(["-e"] if escapes else []),
+                         *(["-S", "-"] if history else []))
         rows = [r.rstrip() for r in text.split("\n")]
         while rows and not rows[-1]:
             rows.pop()
         return rows
 
-    def wait(self, pred, timeout=30, escapes=False):
+    def wait(self, pred, timeout=30, escapes=False, history=False):
         """The first screen pred accepts; fails with the last one."""
         deadline = time.monotonic() + timeout
         while True:
-            rows = self.screen(escapes)
+            rows = self.screen(escapes, history)
             if pred(rows):
                 return rows
             if time.monotonic() > deadline:
@@ -148,6 +162,25 @@ class TerminalTest(hvdtest.TestCase):
                 self.assertEqual(f.read(), "".join(
                     "\rstep %d/3 rank %d" % (i, r) for i in (1, 2, 3)) +
                     "\n")
+
+    def test_tqdm_leaves_only_its_last_state(self):
+        # Updates spread over 2 s are drawn one redraw after another; none
+        # may reach the screen or its scrollback as a line of its own.
+        script = os.path.join(self.tmp, "tqdm_bar.py")
+        with open(script, "w") as f:
+            f.write(TQDM)
+        t = self.term("-np", "2", SYSTEM_PYTHON, script)
+        rows = t.wait(lambda rows: t.exit_code(rows) is not None,
+                      history=True)
+        self.assertEqual(t.exit_code(rows), 0, "\n".join(rows))
+        body = rows[:rows.index("EXIT=0")]
+        for r in range(2):
+            mine = [x for x in body if x.startswith("[%d,%d]" % (r, r))]
+            self.assertEqual(len(mine), 2, "\n".join(rows))
+            self.assertRegex(mine[0], r"^\[%d,%d\]<stderr>:100%%\|.*\| 40/40 "
+                             % (r, r))
+            self.assertEqual(mine[1], "[%d,%d]<stdout>:done" % (r, r))
+        self.assertEqual(len(body), 4, "\n".join(rows))
 
     def test_colours_per_rank(self):
         t, go, _ = self.bar_job()

@@ -96,8 +96,9 @@ HVD_EXPORT int hvd_built(const char *feature);
  */
 HVD_EXPORT int hvd_init(void);
 /* Leaves the job and frees everything; under MPI, finalizes MPI if
- * hvd_init initialized it. Only a job of one (not started by horovodrun
- * or mpirun) may call hvd_init again afterwards. */
+ * hvd_init initialized it. hvd_init may be called again afterwards: under
+ * horovodrun it returns once every rank has called it again, with the
+ * same rank and size; not under MPI once MPI was finalized. */
 HVD_EXPORT int hvd_shutdown(void);
 
 /* This rank's place in the job, or HVD_ENOTINIT before hvd_init. */
