@@ -26,13 +26,17 @@ for opt in "$@"; do
     --fuzz) PKGS="$PKGS clang-14 libclang-rt-14-dev llvm-14" ;;
     # Debian's PyTorch and torchvision, for horovod.torch's tests and the
     # PyTorch example (both for /usr/bin/python3).
-    --torch) PKGS="$PKGS python3-torch python3-torchvision" ;;
+    # python3-packaging: horovod.common.util's version comparison (pip
+    # install . brings it from PyPI).
+    --torch)
+        PKGS="$PKGS python3-torch python3-torchvision python3-packaging"
+        ;;
     # Also real Horovod, for the tests of ranks that link it
     # (tests/horovod): what building Horovod from its sdist needs.
     --horovod)
         horovod=1
-        PKGS="$PKGS python3-torch python3-torchvision libtorch-dev
-pybind11-dev python3-venv python3-dev python3-pip g++ cmake"
+        PKGS="$PKGS python3-torch python3-torchvision python3-packaging
+libtorch-dev pybind11-dev python3-venv python3-dev python3-pip g++ cmake"
         ;;
     # TensorFlow (tensorflow-cpu from PyPI), for horovod.tensorflow.
     --tensorflow)

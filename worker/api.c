@@ -28,6 +28,9 @@ static _Thread_local int g_pset;
 /* The CUDA stream that writes this thread's device buffers, if given. */
 static _Thread_local int g_stream_on;
 static _Thread_local void *g_stream;
+/* hvd_next_shapes' tags for this thread's next call (0: none): of every
+ * dimension, and of all but the first (for the gathers and scatters). */
+static _Thread_local uint64_t g_shape_all, g_shape_rows;
 
 struct hvd_ctx *hvd__api_ctx(void)
 {
@@ -37,12 +40,64 @@ struct hvd_ctx *hvd__api_ctx(void)
 int hvd__api_fail(int rc, const char *msg)
 {
     snprintf(g_last_error, sizeof(g_last_error), "%s", msg);
+    g_shape_all = g_shape_rows = 0; /* a failed call forgets the shapes */
     return rc;
 }
 
 static int fail(int rc, const char *msg)
 {
     return hvd__api_fail(rc, msg);
+}
+
+/* FNV-1a over the 8 bytes of v. */
+static uint64_t mix(uint64_t h, int64_t v)
+{
+    for (int i = 0; i < 8; i++) {
+        h ^= (uint64_t)v >> (8 * i) & 0xff;
+        h *= 0x100000001b3ull;
+    }
+    return h;
+}
+
+HVD_EXPORT int hvd_next_shapes(const int64_t *dims, const int *ndims, int n)
+{
+    uint64_t all = 0xcbf29ce484222325ull, rows = all;
+    if (n < 0 || (n > 0 && (ndims == NULL || dims == NULL)))
+        return fail(HVD_EINVAL, "hvd_next_shapes: n tensors need their "
+                                "dimensions");
+    all = mix(all, n);
+    rows = mix(rows, n);
+    for (int i = 0, k = 0; i < n; k += ndims[i++]) {
+        if (ndims[i] < 0)
+            return fail(HVD_EINVAL, "hvd_next_shapes: a negative number of "
+                                    "dimensions");
+        all = mix(all, ndims[i]);
+        rows = mix(rows, ndims[i]);
+        for (int d = 0; d < ndims[i]; d++) {
+            all = mix(all, dims[k + d]);
+            if (d > 0)
+                rows = mix(rows, dims[k + d]);
+        }
+    }
+    /* 0 means no shape: keep the tags off it. */
+    g_shape_all = all | (all == 0);
+    g_shape_rows = rows | (rows == 0);
+    return 0;
+}
+
+/* Hands this thread's shape tags to op's parts and forgets them. */
+static void take_shapes(struct hvd_request *op)
+{
+    for (int i = 0; i < op->nparts; i++) {
+        enum hvd_op_kind k = op->parts[i].kind;
+        op->parts[i].shape = k == HVD_OP_ALLGATHER || k == HVD_OP_ALLTOALL ||
+                                     k == HVD_OP_REDUCESCATTER
+                                 ? g_shape_rows
+                             : k == HVD_OP_ALLREDUCE || k == HVD_OP_BROADCAST
+                                 ? g_shape_all
+                                 : 0;
+    }
+    g_shape_all = g_shape_rows = 0;
 }
 
 HVD_EXPORT const char *hvd_last_error(void)
@@ -322,6 +377,7 @@ int hvd__api_start(struct hvd_request *op, hvd_handle *handle)
 {
     struct hvd_ctx *c = g_ctx;
     char msg[HVD_ERRMSG + HVD_NAME_MAX + 8], why[HVD_ERRMSG] = "";
+    take_shapes(op);
     for (int i = 0; i < op->nparts; i++) {
         struct hvd_work *w = &op->parts[i];
         int rc = hvd__device_classify(w, why, sizeof(why));
@@ -437,8 +493,6 @@ static int prepare_reduce(const char *what, const void *sendbuf, void *recvbuf,
     double pre = opts && opts->prescale != 0 ? opts->prescale : 1;
     double post = opts && opts->postscale != 0 ? opts->postscale : 1;
     int comp = opts ? opts->compression : HVD_COMPRESS_NONE;
-    int is_float = dtype == HVD_FLOAT16 || dtype == HVD_BFLOAT16 ||
-                   dtype == HVD_FLOAT32 || dtype == HVD_FLOAT64;
     *out = NULL;
     if ((int)op < HVD_SUM || op > HVD_ADASUM || handle == NULL ||
         (count > 0 && sendbuf == NULL) || (recv_count > 0 && recvbuf == NULL)) {
@@ -449,11 +503,10 @@ static int prepare_reduce(const char *what, const void *sendbuf, void *recvbuf,
         return HVD_EINVAL;
     if ((comp != HVD_COMPRESS_NONE &&
          (comp != HVD_COMPRESS_FP16 || dtype != HVD_FLOAT32)) ||
-        ((pre != 1 || post != 1) &&
-         (!is_float || (op != HVD_SUM && op != HVD_AVERAGE)))) {
+        ((pre != 1 || post != 1) && op != HVD_SUM && op != HVD_AVERAGE)) {
         snprintf(msg, sizeof(msg),
                  "%s: fp16 compression takes float32 tensors, scale factors "
-                 "floating-point tensors summed or averaged",
+                 "tensors summed or averaged",
                  what);
         return fail(HVD_EINVAL, msg);
     }

@@ -61,6 +61,7 @@ struct hvd_work {
     void **gathered;          /* allgather, alltoall result */
     size_t *counts;           /* allgather counts; alltoall counts received */
     size_t row;               /* reducescatter: elements per row */
+    uint64_t shape;           /* hvd_next_shape's tag, 0: none */
     const size_t *sendcounts; /* alltoall: elements to each rank */
     char name[HVD_NAME_MAX];
     char err[HVD_ERRMSG];

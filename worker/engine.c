@@ -376,6 +376,7 @@ static void cycle(struct hvd_ctx *c)
                                    .root = w->root,
                                    .count = w->count,
                                    .row = w->row,
+                                   .shape = w->shape,
                                    .name = w->name,
                                    .pset = w->pset,
                                    .compress = (uint8_t)w->compress,

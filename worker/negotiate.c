@@ -113,7 +113,7 @@ static int32_t cache_find(const struct hvd_neg *t, const struct hvd_req *req)
         return c->kind == req->kind && c->dtype == req->dtype &&
                        c->op == req->op && c->root == req->root &&
                        c->count == req->count && c->row == req->row &&
-                       c->compress == req->compress &&
+                       c->shape == req->shape && c->compress == req->compress &&
                        c->device == req->device &&
                        c->prescale == req->prescale &&
                        c->postscale == req->postscale
@@ -229,6 +229,16 @@ static int describe(char *msg, size_t cap, const char *name,
                  "rank %d sent %llu for tensor '%s'",
                  k, a, (unsigned long long)f->count, b,
                  (unsigned long long)r->count, name);
+    else if (r->shape != f->shape && r->shape != 0 && f->shape != 0)
+        snprintf(msg, cap,
+                 "Mismatched %s tensor shapes: rank %d and rank %d gave "
+                 "tensors of different shapes%s for tensor '%s'",
+                 k, a, b,
+                 f->kind == HVD_REQ_ALLGATHER || f->kind == HVD_REQ_ALLTOALL ||
+                         f->kind == HVD_REQ_REDUCESCATTER
+                     ? " (beyond the first dimension)"
+                     : "",
+                 name);
     else if (r->row != f->row && f->kind == HVD_REQ_REDUCESCATTER)
         snprintf(msg, cap,
                  "Mismatched %s row sizes: rank %d sent rows of %llu "
@@ -563,6 +573,8 @@ int hvd__neg_encode(const struct hvd_neg *t, const struct hvd_req *reqs,
         }
         hvd_wbuf_u32(&w, (uint32_t)(reqs[i].row >> 32));
         hvd_wbuf_u32(&w, (uint32_t)reqs[i].row);
+        hvd_wbuf_u32(&w, (uint32_t)(reqs[i].shape >> 32));
+        hvd_wbuf_u32(&w, (uint32_t)reqs[i].shape);
     }
     /* The frame header is not needed on the ring: hand out the payload. */
     uint8_t *f;
@@ -627,8 +639,8 @@ int hvd__neg_decode(const struct hvd_neg *t, const uint8_t *p, size_t len,
          ((*bits)[nbytes - 1] >> (t->ncache % 8)) != 0))
         return r.err ? r.err : HVD_EPROTO;
     uint32_t cnt = hvd_rbuf_u32(&r);
-    /* Each request takes at least 47 bytes: no forged count allocates. */
-    if (r.err || cnt > (r.len - r.off) / 47)
+    /* Each request takes at least 55 bytes: no forged count allocates. */
+    if (r.err || cnt > (r.len - r.off) / 55)
         return r.err ? r.err : HVD_EPROTO;
     if (cnt == 0) /* the steady state: cached names only */
         return hvd_rbuf_done(&r);
@@ -654,6 +666,8 @@ int hvd__neg_decode(const struct hvd_neg *t, const uint8_t *p, size_t len,
         }
         hi = hvd_rbuf_u32(&r);
         a[i].row = hi << 32 | hvd_rbuf_u32(&r);
+        hi = hvd_rbuf_u32(&r);
+        a[i].shape = hi << 32 | hvd_rbuf_u32(&r);
     }
     int err = hvd_rbuf_done(&r);
     if (err) {

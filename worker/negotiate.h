@@ -31,7 +31,8 @@ struct hvd_req {
     int32_t root;
     /* allgather, alltoall: this rank's own count, may differ */
     uint64_t count;
-    uint64_t row; /* reducescatter: elements per row; otherwise 0 */
+    uint64_t row;   /* reducescatter: elements per row; otherwise 0 */
+    uint64_t shape; /* the caller's shape tag (hvd_next_shape), 0: none */
     char *name;
     int32_t pset;     /* the process set; names are per set */
     uint8_t compress; /* allreduce, reducescatter: sent as float16 */
@@ -120,7 +121,8 @@ int hvd__neg_ready_cached(struct hvd_neg *t, size_t id, struct hvd_resp **out,
  * cache (length-prefixed, one bit per id), then u32 n and the others in
  * full: u8 kind, u8 dtype, u8 op, i32 root, u64 count (two u32), str
  * name, i32 process set, u8 compress, u8 device, the prescale and postscale
- * factors (IEEE doubles as two u32 each) and u64 row (two u32). In steady state
+ * factors (IEEE doubles as two u32 each), u64 row and u64 shape (two u32
+ * each). In steady state
  * a cycle's message is the bitmap alone.
  */
 int hvd__neg_encode(const struct hvd_neg *t, const struct hvd_req *reqs,

@@ -43,6 +43,7 @@ struct hvd_work *hvd__standin_new(struct hvd_ctx *c, const struct hvd_req *q,
     w->pset = q->pset;
     w->count = gathers ? 0 : (size_t)q->count;
     w->row = q->row;
+    w->shape = q->shape;
     w->compress = q->compress;
     w->prescale = q->prescale;
     w->postscale = q->postscale;

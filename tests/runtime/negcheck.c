@@ -149,6 +149,26 @@ static void test_mismatches(void)
     check(rc == HVD_EMISMATCH &&
               strstr(hvd_last_error(), "Mismatched broadcast root ranks"),
           "root");
+    /* 24 elements in shapes that differ: (6, 4) on the last rank, (6, 2, 2)
+     * on the others. An allgather compares all but the first dimension,
+     * so (r + 1, 2, 2) on every rank gathers. */
+    int64_t dims[3] = {6, rank == size - 1 ? 4 : 2, 2};
+    int nd = rank == size - 1 ? 2 : 3;
+    check(hvd_next_shapes(dims, &nd, 1) == 0, "shapes given");
+    rc = hvd_allreduce(x, x, 24, HVD_FLOAT32, HVD_SUM, "mm.shape");
+    check(rc == HVD_EMISMATCH &&
+              strstr(hvd_last_error(), "Mismatched allreduce tensor shapes"),
+          "shape");
+    int64_t rows[3] = {rank + 1, 2, 2};
+    nd = 3;
+    void *all = NULL;
+    size_t *counts = calloc((size_t)size, sizeof(*counts));
+    check(hvd_next_shapes(rows, &nd, 1) == 0 &&
+              hvd_allgather(x, (size_t)(rank + 1) * 4, HVD_FLOAT32, &all,
+                            counts, "rows.shape") == 0,
+          "shapes that differ in the first dimension gather");
+    free(all);
+    free(counts);
     /* The job goes on. */
     float y = 1;
     rc = hvd_allreduce(&y, &y, 1, HVD_FLOAT32, HVD_SUM, "after");
@@ -244,10 +264,12 @@ static void test_options(void)
                                  &h) == 0 &&
               hvd_wait(h) == 0 && v == (float)(size * (size + 1)),
           "prescale and postscale");
-    int32_t iv = 1;
+    /* Integers scale in float64, truncated: (2r + 3) * 0.5 gives r + 1. */
+    int32_t iv = 2 * rank + 3;
     check(hvd_allreduce_ex_async(&iv, &iv, 1, HVD_INT32, HVD_SUM, "iscaled",
-                                 &sc, &h) == HVD_EINVAL,
-          "scale factors refused for integers");
+                                 &sc, &h) == 0 &&
+              hvd_wait(h) == 0 && iv == 2 * size * (size + 1),
+          "integers prescaled and postscaled");
     if (size > 1) {
         hvd_allreduce_opts mine = {.postscale = rank == size - 1 ? 2 : 1};
         check(hvd_allreduce_ex_async(&v, &v, 1, HVD_FLOAT32, HVD_SUM, "mmopt",

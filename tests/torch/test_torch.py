@@ -75,6 +75,40 @@ class TorchTest(unittest.TestCase):
                         re.match(r"torchpset: rank %d: ok [1-9]" % rank, t)
                         for _, t in per.get(rank, [])), r.describe())
 
+    def test_init_again_and_horovods_helpers(self):
+        # Horovod's tests shut down in tearDown and init again in the next
+        # test; they import these helpers of Horovod's too.
+        code = (
+            "import os, queue, torch, horovod.torch as hvd\n"
+            "from horovod.common.util import env, split_list, "
+            "is_version_greater_equal_than as ge\n"
+            "from horovod.runner.util.threads import in_thread\n"
+            "from horovod.runner.common.util.env import "
+            "get_env_rank_and_size\n"
+            "for i in range(5):\n"
+            "    hvd.init()\n"
+            "    s = hvd.allreduce(torch.tensor([hvd.rank() + 1.0]), "
+            "op=hvd.Sum).item()\n"
+            "    hvd.shutdown()\n"
+            "    print('cycle', i, hvd.is_initialized(), s)\n"
+            "q = queue.Queue()\n"
+            "in_thread(q.put, (7,)).join()\n"
+            "with env(HVDTEST_X='x'):\n"
+            "    inside = os.environ['HVDTEST_X']\n"
+            "print('helpers', get_env_rank_and_size(), inside, "
+            "'HVDTEST_X' in os.environ, ge('1.13.1', '1.12'), "
+            "split_list([1, 2, 3, 4, 5], 2), q.get())\n")
+        r = hvdtest.run(hvdtest.hr_args("-np", 2, PY, "-c", code), env=env(),
+                        timeout=120)
+        self.assertEqual(r.rc, 0, r.describe())
+        per, _ = hvdtest.prefixed(r.out_lines)
+        for rank in (0, 1):
+            text = [t for _, t in per.get(rank, [])]
+            self.assertEqual([t for t in text if t.startswith("cycle")],
+                             ["cycle %d False 3.0" % i for i in range(5)])
+            self.assertIn("helpers (%d, 2) x False True [[1, 2, 3], [4, 5]] 7"
+                          % rank, text)
+
     def test_killed_rank_fails_the_others(self):
         r = hvdtest.run(hvdtest.hr_args("-np", 3, PY,
                                         os.path.join(HERE, "torchkill.py")),
@@ -129,7 +163,9 @@ class TorchTest(unittest.TestCase):
             self.assertEqual(pip.returncode, 0, pip.stdout + pip.stderr)
             bindir = os.path.join(venv, "bin")
             code = ("import horovod.torch as hvd, horovod.common.libhvd as l, "
-                    "torch\nhvd.init()\n"
+                    "torch\nimport horovod.common.util, "
+                    "horovod.runner.util.threads, "
+                    "horovod.runner.common.util.env\nhvd.init()\n"
                     "print('pip:', hvd.rank(), l.path.startswith(%r), "
                     "hvd.allreduce(torch.tensor([hvd.rank() + 1.0]), "
                     "op=hvd.Sum).item())\n" % venv)

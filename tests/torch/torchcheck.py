@@ -132,6 +132,21 @@ class Collectives(unittest.TestCase):
                             postscale_factor=3.0)
         want = reference(torch.float32, hvd.Sum, self.n) * 1.5
         self.assertTrue(close(out, want, torch.float32), (out, want))
+        # Integers scale in float64 and truncate toward zero, float16
+        # through float32, as Horovod's do.
+        for dt in (torch.int32, torch.int64, torch.float16):
+            t = torch.tensor([7, -7, 3], dtype=dt)
+            pre = hvd.allreduce(t, op=hvd.Sum, prescale_factor=0.5)
+            scaled = (t.double() * 0.5).to(dt) if dt != torch.float16 \
+                else (t.float() * 0.5).to(dt)
+            self.assertTrue(torch.equal(pre, scaled * self.n), (dt, pre))
+            post = hvd.allreduce(t, op=hvd.Sum, postscale_factor=0.5)
+            self.assertTrue(torch.equal(
+                post, (t.double() * self.n * 0.5).to(dt)), (dt, post))
+            rs = hvd.reducescatter(torch.stack([t] * self.n), op=hvd.Sum,
+                                   prescale_factor=0.5)
+            self.assertTrue(torch.equal(rs, (scaled * self.n).view(1, 3)),
+                            (dt, rs))
 
     def test_fp16_compression(self):
         t = data(self.r, torch.float32) / 3
@@ -307,6 +322,17 @@ class Collectives(unittest.TestCase):
         sum(o.sum() for o in hvd.grouped_allreduce(xs, op=hvd.Sum)).backward()
         for x in xs:
             self.assertTrue(torch.equal(x.grad, torch.full((2,), self.n * 1.0)))
+        # grouped_allgather: each tensor as allgather's, own rows of the
+        # average gradient.
+        xs = [torch.ones((self.r + 1, 2), requires_grad=True)
+              for _ in range(3)]
+        outs = hvd.grouped_allgather(xs)
+        for k, y in enumerate(outs):
+            w = torch.arange(y.numel(), dtype=torch.float32).view_as(y) + k
+            (y * w).sum().backward()
+            first = sum(range(1, self.r + 1))
+            self.assertTrue(torch.allclose(xs[k].grad,
+                                           w[first:first + self.r + 1]))
 
     def test_objects(self):
         obj = {"rank": self.r, "list": list(range(self.r))}
@@ -354,6 +380,31 @@ class Collectives(unittest.TestCase):
                                      else torch.float64), name="mismatch.dt")
         with self.assertRaises(HorovodInternalError):
             hvd.broadcast(torch.ones(2), root_rank=self.r, name="mismatch.root")
+        # The same number of elements in other shapes fails on every rank
+        # too, as Horovod's shape check does; the gathers and scatters
+        # compare every dimension but the first.
+        shape = (6, 4) if self.r == 0 else (6, 2, 2)
+        for what, call in (
+                ("allreduce", lambda: hvd.allreduce(torch.ones(shape))),
+                ("broadcast", lambda: hvd.broadcast(torch.ones(shape), 0)),
+                ("allgather", lambda: hvd.allgather(torch.ones(shape))),
+                ("alltoall", lambda: hvd.alltoall(torch.ones(
+                    (2 * self.n,) + shape[1:]))),
+                ("reducescatter", lambda: hvd.reducescatter(
+                    torch.ones((2 * self.n,) + shape[1:]))),
+                ("grouped_allreduce", lambda: hvd.grouped_allreduce(
+                    [torch.ones(3), torch.ones(shape)]))):
+            with self.assertRaisesRegex(HorovodInternalError,
+                                        "Mismatched .*tensor shapes",
+                                        msg=what):
+                call()
+        # Shapes that differ only in the first dimension gather.
+        got = hvd.allgather(torch.ones((self.r + 1, 2, 3)))
+        self.assertEqual(tuple(got.shape),
+                         (self.n * (self.n + 1) // 2, 2, 3))
+        # Adasum is an allreduce only: Horovod raises a RuntimeError.
+        with self.assertRaises(HorovodInternalError):
+            hvd.reducescatter(torch.ones(2 * self.n), op=hvd.Adasum)
         # A name still in flight: the other ranks join it only later.
         t = torch.ones(3)
         if self.r == 0:

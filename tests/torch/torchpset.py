@@ -86,6 +86,29 @@ class ProcessSets(unittest.TestCase):
         ropt.step()
         self.assertTrue(torch.allclose(model.weight, ref.weight, atol=1e-6))
 
+    def test_optimizer_of_a_set_outside_it_keeps_its_gradients(self):
+        # Every rank builds the evens' optimizer, as Horovod's
+        # test_optimizer_process_sets does: the odd ranks take part in
+        # nothing and step on their own gradients, and nobody waits.
+        torch.manual_seed(6)
+        model = torch.nn.Linear(3, 1)
+        x = torch.randn(4, 3, generator=torch.Generator().manual_seed(
+            hvd.rank()))
+        opt = hvd.DistributedOptimizer(
+            torch.optim.SGD(model.parameters(), lr=0.1),
+            named_parameters=model.named_parameters(), process_set=EVENS)
+        model(x).sum().backward()
+        mine_grad = x.sum(0, keepdim=True)
+        opt.step()
+        if hvd.rank() % 2:
+            self.assertTrue(torch.allclose(model.weight.grad, mine_grad))
+        else:
+            evens = [torch.randn(4, 3, generator=torch.Generator(
+                ).manual_seed(p)).sum(0, keepdim=True) for p in (0, 2)]
+            self.assertTrue(torch.allclose(model.weight.grad,
+                                           (evens[0] + evens[1]) / 2))
+        hvd.barrier()
+
     def test_dynamic_sets(self):
         if not DYNAMIC:
             with self.assertRaises(ValueError):

@@ -112,6 +112,43 @@ static const char *rs_mismatch(struct hvd_req r)
     return msg;
 }
 
+/* Shape tags (hvd_next_shapes) must agree where both ranks give one; a
+ * rank that gives none is checked on its count alone. */
+Test(negotiate, shape_tags)
+{
+    struct hvd_req r = req("emb", 1024);
+    r.kind = HVD_REQ_REDUCESCATTER;
+    r.row = 4;
+    r.shape = 77;
+    cr_expect_str_eq(rs_mismatch(r), "", "rank 0 gave no shape");
+    struct hvd_neg t;
+    struct hvd_resp *o = NULL;
+    size_t n = 0;
+    struct hvd_req a = req("w", 24), b = req("w", 24);
+    a.shape = 1;
+    b.shape = 2;
+    hvd__neg_init(&t, 2, 0);
+    hvd__neg_add(&t, 1, &b, &o, &n);
+    hvd__neg_add(&t, 0, &a, &o, &n);
+    cr_assert_eq(n, 1);
+    cr_expect_eq(o[0].error, HVD_EMISMATCH);
+    cr_expect_str_eq(o[0].msg, "Mismatched allreduce tensor shapes: rank 0 "
+                               "and rank 1 gave tensors of different shapes "
+                               "for tensor 'w'");
+    free_resp(o, n);
+    o = NULL;
+    n = 0;
+    b = req("v", 24);
+    a = req("v", 24);
+    a.shape = b.shape = 3;
+    hvd__neg_add(&t, 0, &a, &o, &n);
+    hvd__neg_add(&t, 1, &b, &o, &n);
+    cr_assert_eq(n, 1);
+    cr_expect_eq(o[0].error, 0);
+    free_resp(o, n);
+    hvd__neg_close(&t);
+}
+
 Test(negotiate, reducescatter_mismatches)
 {
     struct hvd_req r = req("emb", 1024);
@@ -219,6 +256,7 @@ Test(negotiate, wire_round_trip_and_truncation)
     in[1].compress = 1;
     in[1].postscale = 0.25;
     in[0].row = (1ull << 35) + 3;
+    in[1].shape = 0x123456789abcdef0ull;
     uint8_t *p;
     size_t len, n;
     struct hvd_req *out;
@@ -234,6 +272,8 @@ Test(negotiate, wire_round_trip_and_truncation)
     cr_expect_eq(out[1].root, -3);
     cr_expect_eq(out[1].compress, 1);
     cr_expect_eq(out[1].postscale, 0.25);
+    cr_expect_eq(out[1].shape, 0x123456789abcdef0ull);
+    cr_expect_eq(out[0].shape, 0);
     hvd__neg_free_reqs(out, n);
     for (size_t cut = 0; cut < len; cut++) {
         cr_expect_lt(hvd__neg_decode(&t, p, cut, &bits, &out, &n), 0, "cut %zu",

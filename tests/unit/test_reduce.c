@@ -1372,6 +1372,34 @@ Test(f16c, pipeline_matches_portable_for_every_dtype_and_op)
     hvd__reduce_force_portable(0);
 }
 
+/* Integers scale in float64 and truncate toward zero, as Horovod's CPU
+ * path does; a factor of 1 leaves them alone. */
+Test(reduce, integer_scale_truncates_toward_zero)
+{
+    int32_t i32[4] = {7, -7, 2147483647, 0};
+    hvd__scale(i32, 4, HVD_INT32, 0.5);
+    cr_expect_eq(i32[0], 3);
+    cr_expect_eq(i32[1], -3);
+    cr_expect_eq(i32[2], 1073741823);
+    cr_expect_eq(i32[3], 0);
+    int64_t i64[2] = {(int64_t)1 << 40, -5};
+    hvd__scale(i64, 2, HVD_INT64, 0.25);
+    cr_expect_eq(i64[0], (int64_t)1 << 38);
+    cr_expect_eq(i64[1], -1);
+    uint8_t u8[2] = {255, 3};
+    hvd__scale(u8, 2, HVD_UINT8, 0.5);
+    cr_expect_eq(u8[0], 127);
+    cr_expect_eq(u8[1], 1);
+    int8_t i8[2] = {-128, 5};
+    hvd__scale(i8, 2, HVD_INT8, 1);
+    cr_expect_eq(i8[0], -128);
+    cr_expect_eq(i8[1], 5);
+    int16_t i16[2] = {1000, -999};
+    hvd__scale(i16, 2, HVD_INT16, 0.1);
+    cr_expect_eq(i16[0], 100);
+    cr_expect_eq(i16[1], -99);
+}
+
 /*
  * Converting in place (and, for widening, into a buffer that overlaps the
  * source from above, as hvd__widen allows) gives what separate buffers

@@ -269,6 +269,20 @@ HVD_EXPORT int hvd_alltoall_async(const void *sendbuf, const size_t *sendcounts,
                                   hvd_handle *handle);
 
 /*
+ * Describes the tensors of the next collective call this thread makes, so
+ * that ranks that disagree about their shapes fail as Horovod's do: n
+ * tensors (one, or one per tensor of a grouped call), tensor i having
+ * ndims[i] dimensions, all in dims one tensor after the other. Ranks must
+ * agree on every dimension for allreduce and broadcast, and on all but
+ * the first for allgather, alltoall and reducescatter; where they do not,
+ * the call fails on every rank with HVD_EMISMATCH ("Mismatched allreduce
+ * tensor shapes"). Ranks that give no shapes are checked on element
+ * counts only. The shapes apply to the next call only, which forgets them
+ * whether it succeeds or fails.
+ */
+HVD_EXPORT int hvd_next_shapes(const int64_t *dims, const int *ndims, int n);
+
+/*
  * Process sets: collectives among a subset of the ranks. Id 0 is every
  * rank and always exists. Every rank (members or not) calls
  * hvd_add_process_set with the same ranks, in any order, at the same

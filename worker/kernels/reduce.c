@@ -635,6 +635,20 @@ static void f64_scale(double *restrict p, size_t n, double f)
     LOOP4(n, p[i] *= f);
 }
 
+/* Integers are scaled in float64 and truncated toward zero, as Horovod's
+ * CPU path does (a C cast of the product). */
+#define INT_SCALE(name, T)                                                     \
+    static void name##_scale(T *restrict p, size_t n, double f)                \
+    {                                                                          \
+        LOOP4(n, p[i] = (T)((double)p[i] * f));                                \
+    }
+
+INT_SCALE(u8, uint8_t)
+INT_SCALE(i8, int8_t)
+INT_SCALE(i16, int16_t)
+INT_SCALE(i32, int32_t)
+INT_SCALE(i64, int64_t)
+
 /*
  * Half types go through float32, a block at a time, and are rounded once:
  * widened (exactly), scaled in float32, narrowed.
@@ -676,7 +690,20 @@ void hvd__scale(void *buf, size_t n, hvd_dtype dt, double f)
     case HVD_BFLOAT16:
         half_scale(bf16_widen, bf16_narrow, buf, n, (float)f);
         break;
-    default:
+    case HVD_UINT8:
+        u8_scale(buf, n, f);
+        break;
+    case HVD_INT8:
+        i8_scale(buf, n, f);
+        break;
+    case HVD_INT16:
+        i16_scale(buf, n, f);
+        break;
+    case HVD_INT32:
+        i32_scale(buf, n, f);
+        break;
+    case HVD_INT64:
+        i64_scale(buf, n, f);
         break;
     }
 }

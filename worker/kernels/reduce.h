@@ -42,8 +42,9 @@ void hvd__reduce3(void *dst, const void *a, const void *b, size_t n,
 void hvd__finish(void *dst, const void *acc, size_t n, hvd_dtype dt, hvd_op op,
                  int size);
 
-/* Multiplies n floating-point elements by f (float16/bfloat16 through
- * float32, rounded once); does nothing when f is 1. */
+/* Multiplies n elements by f: float16/bfloat16 through float32, rounded
+ * once; integers in float64, truncated toward zero. Does nothing when f
+ * is 1. */
 void hvd__scale(void *buf, size_t n, hvd_dtype dt, double f);
 
 /* Fills n elements of dt with op's identity: 0 for sums and averages, 1

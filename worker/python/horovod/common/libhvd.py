@@ -109,6 +109,8 @@ _SIG = {
     "hvd_add_process_set": (_c.c_int, [_c.c_void_p, _c.c_int]),
     "hvd_remove_process_set": (_c.c_int, [_c.c_int]),
     "hvd_use_process_set": (_c.c_int, [_c.c_int]),
+    "hvd_next_shapes": (_c.c_int, [
+        _c.POINTER(_c.c_int64), _c.POINTER(_c.c_int), _c.c_int]),
     "hvd_process_set_size": (_c.c_int, [_c.c_int]),
     "hvd_process_set_rank": (_c.c_int, [_c.c_int]),
     "hvd_join": (_c.c_int, []),
@@ -127,6 +129,17 @@ _libc.free.restype = None
 def free(ptr):
     """Frees memory libhvd allocated with malloc (an allgather's result)."""
     _libc.free(ptr)
+
+
+def next_shapes(shapes):
+    """Tells libhvd the shapes of the tensors of this thread's next
+    collective call (one shape, or one per tensor of a grouped call), so
+    that ranks that disagree about them fail as Horovod's do."""
+    dims = [int(d) for s in shapes for d in s]
+    ndims = [len(s) for s in shapes]
+    check(lib.hvd_next_shapes((_c.c_int64 * max(len(dims), 1))(*dims),
+                              (_c.c_int * max(len(ndims), 1))(*ndims),
+                              len(shapes)))
 
 
 def built(feature):

@@ -105,6 +105,7 @@ def _np_allreduce(a, name, op, pre, post, wire, process_set):
     if pre != 1.0 or post != 1.0 or wire:
         opts = ctypes.byref(libhvd.AllreduceOpts(pre, post, wire))
     h = ctypes.c_void_p()
+    libhvd.next_shapes([a.shape])
     _submit(libhvd.lib.hvd_allreduce_ex_async(
         _ptr(a), _ptr(out), a.size, _libdtype(a.dtype), libop(op),
         _cname(name), opts, ctypes.byref(h)))
@@ -118,6 +119,7 @@ def _np_grouped_allreduce(arrays, name, op, process_set):
     outs = [_empty(a.shape, a.dtype) for a in arrays]
     n = len(arrays)
     h = ctypes.c_void_p()
+    libhvd.next_shapes([a.shape for a in arrays])
     _submit(libhvd.lib.hvd_grouped_allreduce_async(
         (ctypes.c_void_p * n)(*[_ptr(a) for a in arrays]),
         (ctypes.c_void_p * n)(*[_ptr(o) for o in outs]),
@@ -155,6 +157,7 @@ def _np_allgather(a, name, process_set):
     counts = (ctypes.c_size_t * n)()
     buf = ctypes.c_void_p()
     h = ctypes.c_void_p()
+    libhvd.next_shapes([a.shape])
     _submit(libhvd.lib.hvd_allgather_async(
         _ptr(a), a.size, _libdtype(a.dtype), ctypes.byref(buf), counts,
         _cname(name), ctypes.byref(h)))
@@ -167,6 +170,7 @@ def _np_broadcast(a, root_rank, name, process_set):
     out = _empty(np.shape(a), np.asarray(a).dtype)
     out[...] = a
     h = ctypes.c_void_p()
+    libhvd.next_shapes([out.shape])
     _submit(libhvd.lib.hvd_broadcast_async(
         _ptr(out), out.size, _libdtype(out.dtype), int(root_rank),
         _cname(name), ctypes.byref(h)))
@@ -192,6 +196,7 @@ def _np_reducescatter(a, name, op, pre, post, process_set):
     if pre != 1.0 or post != 1.0:
         opts = ctypes.byref(libhvd.AllreduceOpts(pre, post, 0))
     h = ctypes.c_void_p()
+    libhvd.next_shapes([a.shape])
     _submit(libhvd.lib.hvd_reducescatter_async(
         _ptr(a), _ptr(out), a.size, max(row, 1), _libdtype(a.dtype),
         libop(op), _cname(name), opts, ctypes.byref(h)))
@@ -222,6 +227,7 @@ def _np_alltoall(a, splits, name, process_set):
     got = (ctypes.c_size_t * n)()
     buf = ctypes.c_void_p()
     h = ctypes.c_void_p()
+    libhvd.next_shapes([a.shape])
     _submit(libhvd.lib.hvd_alltoall_async(
         _ptr(a), send, _libdtype(a.dtype), ctypes.byref(buf), got,
         _cname(name), ctypes.byref(h)))

@@ -17,7 +17,7 @@ from horovod.common.basics import (  # noqa: F401 (re-exported)
     gloo_enabled, init, is_homogeneous, is_initialized, local_rank,
     local_size, mpi_built, mpi_enabled, mpi_threads_supported, nccl_built,
     rank, rocm_built, shutdown, size, start_timeline, stop_timeline)
-from horovod.common.exceptions import HorovodInternalError  # noqa: F401
+from horovod.common.exceptions import HorovodInternalError
 from horovod.common.ops import (  # noqa: F401
     Adasum, Average, Max, Min, Product, Sum, check_adasum,
     handle_average_backwards_compatibility, libop)
@@ -109,6 +109,7 @@ def _submit_allreduce(tensor, output, name, op, prescale, postscale, wire):
     if prescale != 1.0 or postscale != 1.0 or wire:
         opts = ctypes.byref(libhvd.AllreduceOpts(prescale, postscale, wire))
     handle = ctypes.c_void_p()
+    libhvd.next_shapes([tensor.shape])
     libhvd.check(libhvd.lib.hvd_allreduce_ex_async(
         tensor.data_ptr(), output.data_ptr(), tensor.numel(), dt,
         libop(op), _cname(name), opts, ctypes.byref(handle)), submit=True)
@@ -235,6 +236,7 @@ def _grouped_async(tensors, outputs, name, op, prescale_factor,
         recvs = (ctypes.c_void_p * n)(*[o.data_ptr() for o in outputs])
         counts = (ctypes.c_size_t * n)(*[t.numel() for t in tensors])
         h = ctypes.c_void_p()
+        libhvd.next_shapes([t.shape for t in tensors])
         libhvd.check(libhvd.lib.hvd_grouped_allreduce_async(
             sends, recvs, counts, n, dts.pop(), libop(op), _cname(name),
             ctypes.byref(h)), submit=True)
@@ -365,6 +367,7 @@ def allgather_async(tensor, name=None, process_set=global_process_set):
     counts = (ctypes.c_size_t * n)()
     buf = ctypes.c_void_p()
     h = ctypes.c_void_p()
+    libhvd.next_shapes([tensor.shape])
     libhvd.check(libhvd.lib.hvd_allgather_async(
         src.data_ptr(), src.numel(), dt, ctypes.byref(buf), counts,
         _cname(name), ctypes.byref(h)), submit=True)
@@ -425,6 +428,7 @@ def grouped_allgather_async(tensors, name=None,
     bufs = (ctypes.c_void_p * k)()
     got = (ctypes.c_size_t * (k * n))()
     h = ctypes.c_void_p()
+    libhvd.next_shapes([t.shape for t in tensors])
     libhvd.check(libhvd.lib.hvd_grouped_allgather_async(
         sends, counts, k, dts.pop(), bufs, got, _cname(name),
         ctypes.byref(h)), submit=True)
@@ -436,9 +440,36 @@ def grouped_allgather_async(tensors, name=None,
     return _register([h], (srcs, sends, counts, bufs, got), finish, name)
 
 
+class HorovodGroupedAllgather(torch.autograd.Function):
+    """grouped_allgather as an autograd function: each tensor's gradient is
+    what allgather's would be, the allreduces done as one group."""
+
+    @staticmethod
+    def forward(ctx, name, process_set, *tensors):
+        ctx.rows = [t.shape[0] if t.dim() > 0 else 1 for t in tensors]
+        ctx.process_set = process_set
+        return tuple(synchronize(grouped_allgather_async(
+            list(tensors), name, process_set)))
+
+    @staticmethod
+    def backward(ctx, *grads):
+        ps = ctx.process_set
+        reduced = grouped_allreduce([g.contiguous() for g in grads],
+                                    op=Average, process_set=ps)
+        # Every rank's row counts, one row of them per rank.
+        counts = allgather(torch.tensor([ctx.rows], dtype=torch.int64),
+                           process_set=ps)
+        offsets = counts[:ps.rank()].sum(dim=0)
+        return (None, None) + tuple(
+            r.narrow(0, int(o), n)
+            for r, o, n in zip(reduced, offsets, ctx.rows))
+
+
 def grouped_allgather(tensors, name=None, process_set=global_process_set):
-    """Allgathers of a list of tensors, together; the list of results."""
-    return synchronize(grouped_allgather_async(tensors, name, process_set))
+    """Allgathers of a list of tensors, together; the list of results;
+    differentiable."""
+    return list(HorovodGroupedAllgather.apply(name, process_set,
+                                              *list(tensors)))
 
 
 def _split_rows(rows, n):
@@ -459,7 +490,14 @@ def reducescatter_async(tensor, name=None, op=Average,
     Returns:
         A handle for poll() and synchronize(), which returns this rank's
         rows.
+
+    Raises:
+        HorovodInternalError: op is Adasum, which only allreduce supports
+            (Horovod raises this RuntimeError too).
     """
+    if op == Adasum:
+        raise HorovodInternalError("reducescatter does not support Adasum: "
+                                   "use hvd.Sum or hvd.Average")
     select(process_set)
     n = process_set.size()
     if tensor.dim() == 0:
@@ -476,6 +514,7 @@ def reducescatter_async(tensor, name=None, op=Average,
         opts = ctypes.byref(libhvd.AllreduceOpts(prescale_factor,
                                                  postscale_factor, 0))
     h = ctypes.c_void_p()
+    libhvd.next_shapes([tensor.shape])
     libhvd.check(libhvd.lib.hvd_reducescatter_async(
         tensor.data_ptr(), output.data_ptr(), tensor.numel(), max(row, 1),
         dt, libop(op), _cname(name), opts, ctypes.byref(h)), submit=True)
@@ -604,6 +643,7 @@ def alltoall_async(tensor, splits=None, name=None,
     recvcounts = (ctypes.c_size_t * n)()
     buf = ctypes.c_void_p()
     h = ctypes.c_void_p()
+    libhvd.next_shapes([tensor.shape])
     libhvd.check(libhvd.lib.hvd_alltoall_async(
         src.data_ptr(), sendcounts, dt, ctypes.byref(buf), recvcounts,
         _cname(name), ctypes.byref(h)), submit=True)
@@ -680,6 +720,7 @@ def _broadcast_async(tensor, output, root_rank, name, process_set):
     dt = _dtype(output)
     _ready(output)
     h = ctypes.c_void_p()
+    libhvd.next_shapes([output.shape])
     libhvd.check(libhvd.lib.hvd_broadcast_async(
         output.data_ptr(), output.numel(), dt, root_rank, _cname(name),
         ctypes.byref(h)), submit=True)

@@ -49,7 +49,9 @@ class _DistributedOptimizer(torch.optim.Optimizer):
         self._groups = self._check_groups(groups)
         self._p_to_group = {}
         self._group_counts = {}
-        if mpi_ops.size() > 1:
+        # A rank outside the process set keeps its own gradients, as in
+        # Horovod: it takes part in none of the set's allreduces.
+        if process_set.included() and mpi_ops.size() > 1:
             self._register_hooks()
 
     def _names(self, named_parameters):
@@ -221,7 +223,10 @@ class _DistributedOptimizer(torch.optim.Optimizer):
     def synchronize(self):
         """Waits for every gradient's allreduce, starting those that backward
         did not (parameters it did not reach); then the averaged gradients
-        are in place."""
+        are in place. Nothing to do on a rank outside the process set."""
+        if not self.process_set.included():
+            self._synchronized = True
+            return
         done = set()
         for key in self._handles:
             done.update(key if isinstance(key, tuple) else (key,))

@@ -1,0 +1,2 @@
+"""Helpers shared by Horovod's runner and its workers: see
+horovod.runner.common.util."""

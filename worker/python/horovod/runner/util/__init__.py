@@ -1,0 +1,1 @@
+"""Utilities of Horovod's runner package: see horovod.runner.util.threads."""
