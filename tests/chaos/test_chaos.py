@@ -33,8 +33,9 @@ After every trial it checks:
   - no process of the job is left anywhere: those carrying the job's
     HVDTEST_MARK in /proc/*/environ, and the agents and sshd sessions
     recorded (pid and start time) while the job ran;
-  - nothing new is left in /dev/shm (Criterion's bxfi_* files, which unit
-    tests create in parallel, are ignored);
+  - no file in /dev/shm that the job's processes held (open or mapped,
+    seen while the job ran) is left; files other programs make beside
+    the tests (Python's semaphores, Criterion's) are none of its business;
   - every few trials and after each scenario, a short job on the same hosts
     (one allreduce per rank, --iters 2) starts and finishes with status 0.
 
@@ -133,7 +134,6 @@ NEXT_EVERY = 5
 KILL_GRACE = 1
 
 CLUSTER = None
-_shm_lock = threading.Lock()
 
 
 def setUpModule():
@@ -210,6 +210,7 @@ class Tree:
                 p = pst[1]
             if p in listeners:
                 self.sshd.setdefault(host, chain)
+        self.shm = shm_held([pid for pid, _ in self.all()])
 
     def all(self):
         out = [self.hr] if self.hr else []
@@ -232,21 +233,23 @@ class Tree:
         return out
 
 
-def shm_names():
-    try:
-        return set(os.listdir("/dev/shm"))
-    except OSError:
-        return set()
-
-
-# Names other programs that may run beside the tests create: Criterion's
-# unit tests and Open MPI's shared-memory transport (MPI tests, benchmarks).
-FOREIGN_SHM = ("bxfi_", "vader_segment")
-
-
-def shm_new(before):
-    return sorted(n for n in shm_names() - before
-                  if not n.startswith(FOREIGN_SHM))
+def shm_held(pids):
+    """The /dev/shm files (still named) that processes pids hold open or
+    mapped."""
+    held = set()
+    for pid in pids:
+        try:
+            for fd in os.listdir("/proc/%d/fd" % pid):
+                held.add(os.readlink("/proc/%d/fd/%s" % (pid, fd)))
+        except OSError:
+            pass
+        for line in (hvdtest._read("/proc/%d/maps" % pid) or b"").split(
+                b"\n"):
+            parts = line.decode("utf-8", "replace").split(None, 5)
+            if len(parts) == 6:
+                held.add(parts[5])
+    return sorted(p for p in held if p.startswith("/dev/shm/") and
+                  not p.endswith(" (deleted)"))
 
 
 # ------------------------------------------------------------ trials
@@ -486,8 +489,6 @@ def secondary(plan, job, line):
 def run_trial(plan):
     out = Outcome(plan)
     marker = hvdtest.new_marker("chaos-%s" % plan.scenario)
-    with _shm_lock:
-        shm_before = shm_names()
     job = hvdtest.Job(plan.args("--seconds", "60", "--seed",
                                 plan.worker_seed),
                       env=plan.env(marker))
@@ -543,13 +544,12 @@ def run_trial(plan):
                      "action (bound %.0f s; horovodrun exited after %.2f s)"
                      % (out.teardown, bound, t_exit))
         check_summary(plan, tree, job, out)
-        with _shm_lock:
-            new = shm_new(shm_before)
-        if new:
+        left = [p for p in tree.shm if os.path.exists(p)]
+        if left:
             time.sleep(0.5)
-            new = [n for n in new if n in shm_names()]
-            if new:
-                out.fail("new in /dev/shm: %s" % new)
+            left = [p for p in left if os.path.exists(p)]
+            if left:
+                out.fail("left in /dev/shm: %s" % left)
         return out
     finally:
         job.kill()

@@ -7,7 +7,9 @@ over loopback SSH in tests/ssh/test_ssh.py."""
 
 import os
 import re
+import shutil
 import subprocess
+import tempfile
 import time
 import unittest
 
@@ -39,13 +41,23 @@ def run(args, env=None, timeout=240):
     return p, time.monotonic() - start
 
 
-def dev_shm():
-    """Names in /dev/shm, but for those of Criterion (bxfi_*) and Open MPI
-    (vader_segment*), whose tests may run at the same time."""
-    if not os.path.isdir("/dev/shm"):
-        return []
-    return sorted(n for n in os.listdir("/dev/shm")
-                  if not n.startswith(("bxfi_", "vader_segment")))
+# Runs "$@" in a mount namespace of its own with an empty /dev/shm, and
+# lists what is left there afterwards into $HVDTEST_SHM_LIST: only what
+# the job made, whatever the tests beside it make in the machine's.
+PRIVATE_SHM = ('mount -t tmpfs hvdtest-shm /dev/shm || exit 99; "$@"; '
+               'rc=$?; ls -A /dev/shm > "$HVDTEST_SHM_LIST"; exit $rc')
+
+
+def run_private_shm(test, args):
+    """(completed process, names the job left in its /dev/shm)."""
+    listing = os.path.join(test.tmp, "shm-left")
+    e = dict(os.environ, HVDTEST_SHM_LIST=listing)
+    p, _ = run(["unshare", "--mount", "--propagation", "private", "sh",
+                "-c", PRIVATE_SHM, "sh"] + args, e)
+    if p.returncode == 99:
+        test.skipTest("needs root for a private /dev/shm (unshare, mount)")
+    with open(listing) as f:
+        return p, f.read().split()
 
 
 MARK = "HVDTEST_TRANSPORT_MARK=%d" % os.getpid()
@@ -187,19 +199,25 @@ class TransportTest(unittest.TestCase):
 
     def test_nothing_is_left_behind(self):
         # libhvd's segment is an anonymous memfd, so nothing should ever
-        # be named in /dev/shm; the check guards that design.
-        before = dev_shm()
+        # be named in /dev/shm; the check guards that design. Each job has
+        # a /dev/shm of its own, so what other tests leave in the
+        # machine's cannot fail it.
+        self.tmp = tempfile.mkdtemp(prefix="hvdtest-shm-")
+        self.addCleanup(shutil.rmtree, self.tmp, True)
         # A normal end, a rank that fails, and a rank killed by SIGKILL
         # while the others wait for it in shared memory.
-        ok, _ = run([HR, "-np", "3", CHECK])
+        ok, left = run_private_shm(self, [HR, "-np", "3", CHECK])
         self.assertEqual(ok.returncode, 0, ok.stdout[-2000:] + ok.stderr)
-        fails, _ = run([HR, "-np", "3", "sh", "-c",
-                        '[ "$HOROVOD_RANK" = 1 ] && exit 3; exec "$0"',
-                        CHECK])
+        self.assertEqual(left, [])
+        fails, left = run_private_shm(
+            self, [HR, "-np", "3", "sh", "-c",
+                   '[ "$HOROVOD_RANK" = 1 ] && exit 3; exec "$0"', CHECK])
         self.assertEqual(fails.returncode, 3, fails.stderr)
-        killed, _ = run([HR, "-np", "3", CHECK, "--die-rank", "2"])
+        self.assertEqual(left, [])
+        killed, left = run_private_shm(self, [HR, "-np", "3", CHECK,
+                                              "--die-rank", "2"])
         self.assertEqual(killed.returncode, 137, killed.stderr)
-        self.assertEqual(dev_shm(), before)
+        self.assertEqual(left, [])
         self.assertEqual(marked_processes(), [])
 
     def test_stopped_rank_times_the_others_out(self):
