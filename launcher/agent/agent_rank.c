@@ -1,5 +1,6 @@
 /* hvd-agent's ranks: start them, stream their output, reap and stop them. */
 #include "agent.h"
+#include "bind.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -124,7 +125,7 @@ static int rank_env(struct agent *ag, const struct hvd_jobrank *jr,
 }
 
 static void start_rank(struct agent *ag, struct agent_rank *r,
-                       const struct hvd_jobrank *jr)
+                       const struct hvd_jobrank *jr, const cpu_set_t *cpu)
 {
     struct hvd_strvec env;
     int outp[2] = {-1, -1}, errp[2] = {-1, -1}, inp[2] = {-1, -1};
@@ -151,6 +152,7 @@ static void start_rank(struct agent *ag, struct agent_rank *r,
         .stdin_fd = inp[0],
         .stdout_fd = outp[1],
         .stderr_fd = errp[1],
+        .cpu = cpu,
     };
     err = hvd_spawn(&req, &r->pid);
     if (err)
@@ -217,12 +219,24 @@ void agent_ranks_start(struct agent *ag)
         uv_timer_init(ag->loop, &r->drain);
         r->drain.data = r;
     }
+    struct hr_cpu *cpus = NULL;
+    int ncpus = 0;
+    if (js->bind == HR_BIND_AUTO && hr_bind_cpus(&cpus, &ncpus) == 0 &&
+        ncpus < (int)js->nranks)
+        agent_note(ag, HVD_NOTE_INFO,
+                   "%u ranks on %d CPUs: the ranks are not bound to CPUs",
+                   js->nranks, ncpus);
     for (uint32_t i = 0; i < js->nranks; i++) {
+        cpu_set_t set;
+        int bound =
+            cpus && hr_bind_share(cpus, ncpus, (int)js->ranks[i].local_rank,
+                                  (int)js->nranks, &set);
         if (cwd_err)
             fail_spawn(&ag->ranks[i], HVD_EXIT_NOCWD, cwd_err);
         else
-            start_rank(ag, &ag->ranks[i], &js->ranks[i]);
+            start_rank(ag, &ag->ranks[i], &js->ranks[i], bound ? &set : NULL);
     }
+    free(cpus);
 }
 
 void agent_ranks_signal(struct agent *ag, int sig)

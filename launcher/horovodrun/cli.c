@@ -296,6 +296,7 @@ static void opts_defaults(struct hr_opts *o)
     o->strings = strings;
     hvd_strvec_init(&o->warnings);
     o->gpu_pinning = 1;
+    o->bind = HR_BIND_AUTO;
     o->kill_grace = 5;
 }
 

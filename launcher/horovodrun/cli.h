@@ -5,6 +5,7 @@
 #include <stddef.h>
 #include <stdio.h>
 
+#include "bind.h"
 #include "strvec.h"
 
 /* How agents on other hosts are started (--launcher). */
@@ -30,6 +31,7 @@ struct hr_opts {
     double kill_grace;    /* seconds */
     int kill_grace_set;   /* --kill-grace was given */
     int gpu_pinning;
+    enum hr_bind bind; /* --bind-to */
     int verbose;
     int ssh_port;              /* 0: the SSH default, 22 */
     const char *identity_file; /* -i */

@@ -323,6 +323,16 @@ static int opt_output_ranks(struct hr_opts *o, const char *arg, char *err,
     return hr_ranklist_parse(arg, 0, NULL, err, n);
 }
 
+static int opt_bind_to(struct hr_opts *o, const char *arg, char *err, size_t n)
+{
+    if (strcmp(arg, "auto") == 0 || strcmp(arg, "none") == 0) {
+        o->bind = arg[0] == 'a' ? HR_BIND_AUTO : HR_BIND_NONE;
+        return 0;
+    }
+    snprintf(err, n, "--bind-to must be auto or none, got '%.100s'", arg);
+    return -1;
+}
+
 static int opt_color(struct hr_opts *o, const char *arg, char *err, size_t n)
 {
     static const char *names[] = {"auto", "always", "never"};
@@ -391,6 +401,12 @@ const struct hr_option hr_options[] = {
      opt_kill_grace, NULL},
     {"no-gpu-pinning", NULL, 0, NULL,
      "do not set CUDA_VISIBLE_DEVICES to one GPU per rank", opt_no_gpu, NULL},
+    {"bind-to", NULL, 0, "WHAT",
+     "auto (the default): each rank runs on an equal share of its host's "
+     "cores (whole cores; nothing is bound when a host has more ranks than "
+     "CPUs); none: ranks run anywhere, as with Horovod's horovodrun. Not "
+     "under --mpi (see --binding-args)",
+     opt_bind_to, NULL},
     {"launcher", NULL, 0, "KIND",
      "how agents on other hosts start: slurm (srun, the default inside a "
      "Slurm allocation) or ssh (the default elsewhere)",

@@ -169,6 +169,7 @@ static int send_job(struct hr_job *job, struct hr_agent *a)
     js.cwd = strdup(job->cwd);
     js.kill_grace_ms = (uint32_t)(job->opts->kill_grace * 1000);
     js.gpu_pinning = (uint8_t)job->opts->gpu_pinning;
+    js.bind = (uint8_t)job->opts->bind;
     for (int i = 0; i < job->opts->cmdc && !err; i++)
         err = hvd_strvec_push(&js.argv, job->opts->cmd[i]);
     for (char **e = environ; *e && !err; e++)

@@ -59,6 +59,7 @@ int hvd_jobspec_encode(const struct hvd_jobspec *js, uint8_t **out,
     put_vec(&w, &js->env);
     hvd_wbuf_u32(&w, js->kill_grace_ms);
     hvd_wbuf_u8(&w, js->gpu_pinning);
+    hvd_wbuf_u8(&w, js->bind);
     hvd_wbuf_u32(&w, js->nranks);
     for (uint32_t i = 0; i < js->nranks; i++) {
         hvd_wbuf_u32(&w, js->ranks[i].rank);
@@ -114,6 +115,7 @@ int hvd_jobspec_decode(struct hvd_jobspec *js, const uint8_t *p, size_t len)
         goto out;
     js->kill_grace_ms = hvd_rbuf_u32(&r);
     js->gpu_pinning = hvd_rbuf_u8(&r);
+    js->bind = hvd_rbuf_u8(&r);
     uint32_t n = hvd_rbuf_u32(&r);
     if (!count_ok(&r, n, 12)) {
         err = r.err ? r.err : HVD_EPROTO;

@@ -49,6 +49,7 @@ struct hvd_jobspec {
     struct hvd_strvec env; /* base environment shared by all ranks */
     uint32_t kill_grace_ms;
     uint8_t gpu_pinning;
+    uint8_t bind; /* enum hr_bind: how ranks are bound to CPUs */
     uint32_t nranks;
     struct hvd_jobrank *ranks;
 };

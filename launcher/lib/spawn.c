@@ -94,6 +94,10 @@ static void child(const struct hvd_spawn_req *req, const char *path,
         e = errno;
         goto fail;
     }
+    /* Before exec, so that every thread the rank starts inherits it. A
+     * CPU that went offline meanwhile is no reason not to run. */
+    if (req->cpu)
+        sched_setaffinity(0, sizeof(*req->cpu), req->cpu);
     execve(path, req->argv, req->envp);
     e = errno;
 fail:

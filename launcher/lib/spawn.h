@@ -2,14 +2,16 @@
 #ifndef HVD_SPAWN_H
 #define HVD_SPAWN_H
 
+#include <sched.h>
 #include <sys/types.h>
 
 struct hvd_spawn_req {
     char *const *argv;
     char *const *envp;
-    int stdin_fd;  /* dup'ed onto 0 in the child */
-    int stdout_fd; /* dup'ed onto 1 */
-    int stderr_fd; /* dup'ed onto 2 */
+    int stdin_fd;         /* dup'ed onto 0 in the child */
+    int stdout_fd;        /* dup'ed onto 1 */
+    int stderr_fd;        /* dup'ed onto 2 */
+    const cpu_set_t *cpu; /* the CPUs the rank may run on, or NULL */
 };
 
 /*

@@ -216,6 +216,29 @@ class EnvTest(hvdtest.TestCase):
         self.check_plan(dumps, {r: ("localhost", r, 3, 0, 1)
                                 for r in range(3)})
 
+    def test_ranks_get_their_share_of_the_cpus(self):
+        # The CPUs horovodrun may use here, split among the local ranks
+        # (--bind-to auto); as many ranks as CPUs get one each, more ranks
+        # than CPUs, or --bind-to none, are not bound at all.
+        mine = sorted(os.sched_getaffinity(0))
+        show = py("import os; print(sorted(os.sched_getaffinity(0)))")
+
+        def sets(*opts, np=2):
+            res = self.run_hr("-np", np, *opts, *show)
+            self.assertRc(res, 0)
+            per, bad = hvdtest.prefixed(res.out_lines)
+            self.assertEqual(bad, [])
+            return [json.loads(per[r][0][1]) for r in range(np)]
+        n = len(mine)
+        got = sets(np=n)
+        self.assertEqual(sorted(c for s in got for c in s), mine)
+        self.assertEqual([len(s) for s in got], [1] * n)
+        self.assertEqual(sets(np=n + 1), [mine] * (n + 1))
+        self.assertEqual(sets("--bind-to", "none", np=n), [mine] * n)
+        if n >= 2:
+            halves = sets(np=2)
+            self.assertFalse(set(halves[0]) & set(halves[1]), halves)
+
     def test_cwd_is_inherited(self):
         res = self.run_hr("-np", "2", *py("import os; print(os.getcwd())"),
                           cwd=self.tmp)

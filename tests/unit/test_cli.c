@@ -80,6 +80,7 @@ Test(cli, defaults_and_command)
     cr_expect_eq(o.start_timeout, 30);
     cr_expect_eq(o.kill_grace, 5);
     cr_expect_eq(o.gpu_pinning, 1);
+    cr_expect_eq(o.bind, HR_BIND_AUTO);
     cr_expect_null(o.hosts);
     cr_assert_eq(o.cmdc, 4);
     cr_expect_str_eq(o.cmd[0], "python3");
@@ -90,20 +91,32 @@ Test(cli, defaults_and_command)
 
 Test(cli, every_option)
 {
-    cr_assert_eq(
-        parse(ARGS("--num-proc", "2", "-H", "a:1,b:1", "--output-filename",
-                   "logs", "--start-timeout", "2.5", "--kill-grace", "1",
-                   "--no-gpu-pinning", "--verbose", "--", "-x")),
-        HR_CLI_RUN, "%s", errbuf);
+    cr_assert_eq(parse(ARGS("--num-proc", "2", "-H", "a:1,b:1",
+                            "--output-filename", "logs", "--start-timeout",
+                            "2.5", "--kill-grace", "1", "--no-gpu-pinning",
+                            "--verbose", "--bind-to", "none", "--", "-x")),
+                 HR_CLI_RUN, "%s", errbuf);
     cr_expect_eq(o.np, 2);
     cr_expect_str_eq(o.hosts, "a:1,b:1");
     cr_expect_str_eq(o.output_dir, "logs");
     cr_expect_eq(o.start_timeout, 2.5);
     cr_expect_eq(o.kill_grace, 1);
     cr_expect_eq(o.gpu_pinning, 0);
+    cr_expect_eq(o.bind, HR_BIND_NONE);
     cr_expect_eq(o.verbose, 1);
     cr_assert_eq(o.cmdc, 1);
     cr_expect_str_eq(o.cmd[0], "-x");
+}
+
+Test(cli, bind_to_takes_auto_or_none)
+{
+    cr_assert_eq(parse(ARGS("-np", "2", "--bind-to", "auto", "x")), HR_CLI_RUN,
+                 "%s", errbuf);
+    cr_expect_eq(o.bind, HR_BIND_AUTO);
+    cr_expect_eq(parse(ARGS("-np", "2", "--bind-to", "core", "x")),
+                 HR_CLI_USAGE);
+    cr_expect(strstr(errbuf, "--bind-to must be auto or none, got 'core'"),
+              "%s", errbuf);
 }
 
 /* Horovod's single-dash spellings, which getopt read as clusters. */

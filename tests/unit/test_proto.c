@@ -17,6 +17,7 @@ static void sample(struct hvd_jobspec *js)
     hvd_strvec_push(&js->env, "PATH=/usr/bin");
     js->kill_grace_ms = 5000;
     js->gpu_pinning = 1;
+    js->bind = 1;
     struct hvd_jobrank *r = hvd_jobspec_add_rank(js, 4, 0);
     hvd_strvec_push(&r->env, "HOROVOD_RANK=4");
     r = hvd_jobspec_add_rank(js, 5, 1);
@@ -47,6 +48,7 @@ Test(proto, round_trip)
     cr_expect_str_eq(out.env.v[0], "PATH=/usr/bin");
     cr_expect_eq(out.kill_grace_ms, 5000);
     cr_expect_eq(out.gpu_pinning, 1);
+    cr_expect_eq(out.bind, 1);
     cr_assert_eq(out.nranks, 2);
     cr_expect_eq(out.ranks[1].rank, 5);
     cr_expect_eq(out.ranks[1].local_rank, 1);
