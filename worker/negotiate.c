@@ -309,13 +309,20 @@ static int joined_in(const struct hvd_neg *t, const struct hvd_neg_entry *e)
 
 /* Only allreduces and barriers go on while some ranks have joined, as in
  * Horovod: the joined ranks have no data to send or place to receive. */
+static int refused_by_join(const struct hvd_neg *t,
+                           const struct hvd_neg_entry *e)
+{
+    int k = e->first.kind;
+    return !e->error &&
+           (k == HVD_REQ_BROADCAST || k == HVD_REQ_ALLGATHER ||
+            k == HVD_REQ_ALLTOALL || k == HVD_REQ_REDUCESCATTER) &&
+           joined_in(t, e);
+}
+
 static void join_check(const struct hvd_neg *t, struct hvd_neg_entry *e)
 {
     int k = e->first.kind;
-    if (e->error ||
-        (k != HVD_REQ_BROADCAST && k != HVD_REQ_ALLGATHER &&
-         k != HVD_REQ_ALLTOALL && k != HVD_REQ_REDUCESCATTER) ||
-        !joined_in(t, e))
+    if (!refused_by_join(t, e))
         return;
     e->error = HVD_EINVAL;
     snprintf(e->msg, sizeof(e->msg),
@@ -411,12 +418,18 @@ static struct hvd_neg_entry *entry_new(struct hvd_neg *t, int rank,
     return e;
 }
 
-/* Answers entry *pp if every rank has asked (or counts as having). */
+/*
+ * Answers entry *pp if every rank has asked (or counts as having), or at
+ * once if a joined rank refuses it: each rank that asks is then told by
+ * itself, so that ranks whose unnamed calls drifted apart around the
+ * join (one joined where the others gathered) do not wait for one
+ * another. A later request of the name starts a new entry.
+ */
 static int answer_if_done(struct hvd_neg *t, struct hvd_neg_entry **pp,
                           struct hvd_resp **out, size_t *nout)
 {
     struct hvd_neg_entry *e = *pp;
-    if (e->nseen < t->size)
+    if (e->nseen < t->size && !refused_by_join(t, e))
         return 0;
     *pp = e->next;
     t->used--;
@@ -490,9 +503,10 @@ int hvd__neg_add(struct hvd_neg *t, int rank, const struct hvd_req *req,
                  rank, req->name, (int)req->pset);
     }
     presume(e, rank);
-    if (e->nseen < t->size)
+    int rc = answer_if_done(t, pp, out, nout);
+    if (rc == 0 && *pp == e)
         return t->used > t->nslots ? grow(t) : 0;
-    return answer_if_done(t, pp, out, nout);
+    return rc;
 }
 
 void hvd__neg_each_waiting(struct hvd_neg *t, int64_t before_us,

@@ -17,13 +17,15 @@ host and every buffer policy of --policy (default rotated), in the same run:
         copying alone and N processes copying at once (only for the rank
         counts that are not "many ranks", below).
 
-Binding (--bind, default core): while the ranks fit the CPUs, each rank
-runs bound to one CPU on both sides: mpirun --bind-to core (its own
-default for two ranks), and for horovodrun, which binds nothing, taskset
-by HOROVOD_LOCAL_RANK. With more ranks than CPUs, or --bind none, neither
-side binds (mpirun --bind-to none). On a two-core machine an unbound
-pair of ranks sometimes shares one CPU for a while, which makes
-small-message figures bimodal from run to run.
+Binding (--bind, default user): "user" runs both sides as users run them,
+with no binding option: horovodrun's own default (--bind-to auto, an
+equal share of the cores per rank) and mpirun's (--bind-to core for two
+ranks, socket for more). "core": while the ranks fit the CPUs, one CPU per
+rank on both sides (mpirun --bind-to core; horovodrun --bind-to none
+under taskset by HOROVOD_LOCAL_RANK). "none": neither side binds
+(horovodrun --bind-to none, mpirun --bind-to none); on a two-core machine
+an unbound pair of ranks sometimes shares one CPU for a while, which
+makes small-message figures bimodal from run to run.
 
 Buffer policies (--policy LIST, comma-separated; every side of a policy is
 run with the same buffer options, so its rows compare like with like):
@@ -108,8 +110,8 @@ Run it with
   python3 tests/bench/allreduce_bench.py --np 64 -b 8 -e 8 --reps 1 \\
       --policy rotated,reused              # many ranks, 8 B
 Options: --np LIST (default 2,4; a positional LIST does the same),
---policy LIST (rotated, reused; default rotated), --bind (core, none;
-default core), --reps (default 3), -b/-e/-f (default 8, 64M, 2), -d, -o,
+--policy LIST (rotated, reused; default rotated), --bind (user, core,
+none; default user), --reps (default 3), -b/-e/-f (default 8, 64M, 2), -d, -o,
 -n, -w, -I, --small-max/--small-iters/--small-warmup,
 --mid-max/--mid-iters/--mid-warmup,
 --many-above/--many-max/--many-iters/--many-warmup, --mpi-tcp,
@@ -384,15 +386,18 @@ class Group:
 
 
 def binding(np_, bind):
-    """The hvd command's prefix and mpirun's options for --bind: with
-    "core", while the ranks fit the CPUs, each rank bound to one CPU on
-    both sides (mpirun's own default for 2 ranks; taskset by local rank
-    for horovodrun, which binds nothing); otherwise no binding on either
-    side."""
+    """horovodrun's options (before the command) and mpirun's for --bind:
+    "user", each launcher's own default; "core", while the ranks fit the
+    CPUs, each rank bound to one CPU on both sides (mpirun --bind-to core;
+    taskset by local rank under horovodrun --bind-to none); otherwise no
+    binding on either side."""
+    if bind == "user":
+        return [], []
     if bind == "core" and np_ <= (os.cpu_count() or 1):
-        return (["sh", "-c", 'exec taskset -c "$HOROVOD_LOCAL_RANK" '
-                 '"$0" "$@"'], ["--bind-to", "core"])
-    return [], ["--bind-to", "none"]
+        return (["--bind-to", "none", "sh", "-c",
+                 'exec taskset -c "$HOROVOD_LOCAL_RANK" "$0" "$@"'],
+                ["--bind-to", "core"])
+    return ["--bind-to", "none"], ["--bind-to", "none"]
 
 
 def add_sides(g, tools, base, mpi_tcp, bind):
@@ -790,8 +795,10 @@ def parse_args():
     ap.add_argument("--reps", type=int,
                     default=int(os.environ.get("HVD_BENCH_REPS", "3")),
                     help="repetitions; tables show the median (default 3)")
-    ap.add_argument("--bind", choices=("core", "none"), default="core",
-                    help="core (default): while the ranks fit the CPUs, "
+    ap.add_argument("--bind", choices=("user", "core", "none"),
+                    default="user",
+                    help="user (default): each launcher's own default, as "
+                    "users run them; core: while the ranks fit the CPUs, "
                     "one CPU per rank on both sides; none: no binding")
     ap.add_argument("--mpi-tcp", action="store_true",
                     help="also run MPI over --mca btl tcp,self (loopback) "

@@ -139,6 +139,23 @@ class Join(unittest.TestCase):
             self.assertTrue(torch.equal(s, torch.full((2,), want)))
         self.assertEqual(hvd.join(), n - 1)
 
+    def test_gathers_fail_at_once_while_a_rank_has_joined(self):
+        # Horovod's test_horovod_join_allgather: each rank joins in turn
+        # while the others allgather unnamed. The joined rank makes no
+        # unnamed call, so the others' names drift ahead of its own; each
+        # allgather must fail by itself instead of waiting for the others.
+        r, n = hvd.rank(), hvd.size()
+        t = torch.ones(3, 2)
+        for first in range(n):
+            if r != first:
+                with self.assertRaisesRegex(
+                        hvd.HorovodInternalError,
+                        "not supported while ranks have joined"):
+                    hvd.allgather(t)
+            got = hvd.join()
+            self.assertNotEqual(got, first)
+            self.assertEqual(hvd.allgather_object(got), [got] * n)
+
 
 class Adasum(unittest.TestCase):
 
