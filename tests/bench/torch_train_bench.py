@@ -9,8 +9,12 @@ torch thread per rank, samples/s at -np 1 and -np 2, in one run:
 
 Every rank count is launched by our horovodrun, so launch is the same for
 all three; each figure is the median of --reps runs, the runs of the
-three alternating. Environment: HVD_HOROVODRUN, HVD_LIBRARY,
-HVD_PYTHONPATH, HVD_TORCH_PYTHON, HVD_HOROVOD_PYTHON.
+three alternating. Binding is each side's as users run it: ours with
+horovodrun's default (--bind-to auto, an equal share of the cores per
+rank), DDP and Horovod with --bind-to none, as torchrun and Horovod's
+horovodrun bind nothing (--bind same gives the peers ours too).
+Environment: HVD_HOROVODRUN, HVD_LIBRARY, HVD_PYTHONPATH,
+HVD_TORCH_PYTHON, HVD_HOROVOD_PYTHON.
 """
 
 import argparse
@@ -31,11 +35,14 @@ DDP = os.path.join(ROOT, "tests", "torch", "ddp_train.py")
 RATE = re.compile(r"(\d+(?:\.\d+)?) samples/s")
 
 
-def run(np, python, script, steps, extra_env):
+def run(np, python, script, steps, extra_env, unbound):
     env = dict(os.environ)
     env.pop("PYTHONPATH", None)
     env.update(extra_env)
-    args = [HOROVODRUN, "-np", str(np), python, script, "--steps",
+    args = [HOROVODRUN, "-np", str(np)]
+    if unbound:
+        args += ["--bind-to", "none"]
+    args += [python, script, "--steps",
             str(steps), "--warmup", "5", "--batch-size", "32",
             "--threads", "1"]
     if script == EXAMPLE:
@@ -56,6 +63,9 @@ def main():
     p.add_argument("--reps", type=int, default=3)
     p.add_argument("--steps", type=int, default=40)
     p.add_argument("--np", default="1,2")
+    p.add_argument("--bind", choices=("user", "same"), default="user",
+                   help="user (default): the peers unbound, as their own "
+                   "launchers run them; same: horovodrun's default for all")
     args = p.parse_args()
     peers = [("ours", PY, EXAMPLE, {"PYTHONPATH": PYPATH,
                                      "HVD_LIBRARY": LIB}),
@@ -69,11 +79,16 @@ def main():
     for n in nps:
         for _ in range(args.reps):
             for name, py, script, env in peers:
-                rates[(name, n)].append(run(n, py, script, args.steps, env))
+                unbound = name != "ours" and args.bind == "user"
+                rates[(name, n)].append(run(n, py, script, args.steps, env,
+                                            unbound))
     med = {k: statistics.median(v) for k, v in rates.items()}
     print("# ResNet-18, 3x32x32 FakeData, batch 32 per rank, SGD momentum, "
-          "1 torch thread per rank; %d timed steps after 5, median of %d"
-          % (args.steps - 5, args.reps))
+          "1 torch thread per rank; %d timed steps after 5, median of %d; "
+          "binding: %s" % (args.steps - 5, args.reps,
+                           "ours horovodrun's default, the peers none"
+                           if args.bind == "user" else "horovodrun's "
+                           "default for all"))
     print("%-16s" % "np" + "".join("%16s" % name for name, *_ in peers)
           + "%16s" % "ours/DDP")
     for n in nps:
