@@ -63,8 +63,8 @@ HVD_EXPORT int hvd_next_shapes(const int64_t *dims, const int *ndims, int n)
 {
     uint64_t all = 0xcbf29ce484222325ull, rows = all;
     if (n < 0 || (n > 0 && (ndims == NULL || dims == NULL)))
-        return fail(HVD_EINVAL, "hvd_next_shapes: n tensors need their "
-                                "dimensions");
+        return fail(HVD_EINVAL, "hvd_next_shapes: n must be 0 or more, with "
+                                "dims and ndims given");
     all = mix(all, n);
     rows = mix(rows, n);
     for (int i = 0, k = 0; i < n; k += ndims[i++]) {
