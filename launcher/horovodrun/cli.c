@@ -386,6 +386,12 @@ int hr_cli_parse(struct hr_opts *o, int argc, char **argv, FILE *out, char *err,
         snprintf(err, errlen, "--mpi-args needs --mpi");
         return HR_CLI_USAGE;
     }
+    if (o->bind_set && o->mpi) {
+        snprintf(err, errlen,
+                 "--bind-to cannot be used with --mpi: mpirun binds its "
+                 "ranks; give its options with --binding-args");
+        return HR_CLI_USAGE;
+    }
     int in_slurm = hr_slurm_nodelist_var() != NULL;
     /* Still AUTO here unless --launcher was given. */
     if (o->launcher != HR_LAUNCH_AUTO && o->mpi) {

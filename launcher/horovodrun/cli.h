@@ -32,6 +32,7 @@ struct hr_opts {
     int kill_grace_set;   /* --kill-grace was given */
     int gpu_pinning;
     enum hr_bind bind; /* --bind-to */
+    int bind_set;      /* --bind-to was given */
     int verbose;
     int ssh_port;              /* 0: the SSH default, 22 */
     const char *identity_file; /* -i */

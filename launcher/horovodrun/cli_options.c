@@ -327,6 +327,7 @@ static int opt_bind_to(struct hr_opts *o, const char *arg, char *err, size_t n)
 {
     if (strcmp(arg, "auto") == 0 || strcmp(arg, "none") == 0) {
         o->bind = arg[0] == 'a' ? HR_BIND_AUTO : HR_BIND_NONE;
+        o->bind_set = 1;
         return 0;
     }
     snprintf(err, n, "--bind-to must be auto or none, got '%.100s'", arg);
@@ -405,7 +406,7 @@ const struct hr_option hr_options[] = {
      "auto (the default): each rank runs on an equal share of its host's "
      "cores (whole cores; nothing is bound when a host has more ranks than "
      "CPUs); none: ranks run anywhere, as with Horovod's horovodrun. Not "
-     "under --mpi (see --binding-args)",
+     "with --mpi (see --binding-args)",
      opt_bind_to, NULL},
     {"launcher", NULL, 0, "KIND",
      "how agents on other hosts start: slurm (srun, the default inside a "

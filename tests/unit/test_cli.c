@@ -117,6 +117,10 @@ Test(cli, bind_to_takes_auto_or_none)
                  HR_CLI_USAGE);
     cr_expect(strstr(errbuf, "--bind-to must be auto or none, got 'core'"),
               "%s", errbuf);
+    cr_expect_eq(parse(ARGS("-np", "2", "--mpi", "--bind-to", "none", "x")),
+                 HR_CLI_USAGE);
+    cr_expect(strstr(errbuf, "--bind-to cannot be used with --mpi"), "%s",
+              errbuf);
 }
 
 /* Horovod's single-dash spellings, which getopt read as clusters. */
