@@ -2,11 +2,14 @@
 under horovodrun.
 
 tfcheck.py runs every collective, dtype and op against serial references,
-eager and in tf.function, the gradients, and DistributedGradientTape
-against one process with the combined batch, on every rank; kerascheck.py
-horovod.tensorflow.keras (DistributedOptimizer in model.fit, the
-callbacks, load_model); tfkill.py kills a rank mid-step. TensorFlow comes from PyPI into the venv that
-scripts/install-deps.sh --tensorflow makes (build-venv-tf/).
+eager, in tf.function and in TF1 graphs, the gradients, and
+DistributedGradientTape against one process with the combined batch, on
+every rank; kerascheck.py horovod.tensorflow.keras (DistributedOptimizer
+in model.fit, the callbacks, load_model, the value functions), once with
+Keras 3 and once with Keras 2 from tf_keras (TF_USE_LEGACY_KERAS=1);
+tfkill.py kills a rank mid-step. TensorFlow and tf_keras come from PyPI
+into the venv that scripts/install-deps.sh --tensorflow makes
+(build-venv-tf/).
 """
 
 import os
@@ -30,51 +33,60 @@ LIB = os.environ.get("HVD_LIBRARY",
 
 
 def env(**extra):
+    # tf.keras is Keras 3 unless a test asks for tf_keras.
     values = dict(PYTHONPATH=PYPATH, HVD_LIBRARY=LIB,
-                  PYTHONDONTWRITEBYTECODE="1", TF_CPP_MIN_LOG_LEVEL="2")
+                  PYTHONDONTWRITEBYTECODE="1", TF_CPP_MIN_LOG_LEVEL="2",
+                  TF_USE_LEGACY_KERAS=None)
     values.update(extra)
     return hvdtest.base_env(**values)
 
 
 def setUpModule():
-    r = subprocess.run([PY, "-c", "import tensorflow"], capture_output=True,
-                       text=True, env=env()) if os.path.exists(PY) else None
+    r = subprocess.run([PY, "-c", "import tensorflow, tf_keras"],
+                       capture_output=True, text=True,
+                       env=env()) if os.path.exists(PY) else None
     if r is None or r.returncode != 0:
-        raise RuntimeError("%s cannot import tensorflow (%s): run "
-                           "scripts/install-deps.sh --tensorflow"
+        raise RuntimeError("%s cannot import tensorflow and tf_keras (%s): "
+                           "run scripts/install-deps.sh --tensorflow"
                            % (PY, r.stderr.strip()[-200:] if r else
                               "no such file"))
 
 
 class TensorFlowTest(unittest.TestCase):
 
-    def check_all_ok(self, script, np, least):
+    def check_all_ok(self, script, np, least, suffix="", **extra):
         r = hvdtest.run(hvdtest.hr_args("-np", np, PY,
                                         os.path.join(HERE, script + ".py")),
-                        env=env(), timeout=400)
+                        env=env(**extra), timeout=400)
         self.assertEqual(r.rc, 0, r.describe())
         per, _ = hvdtest.prefixed(r.out_lines)
         counts = set()
         for rank in range(np):
             oks = [m.group(1) for _, t in per.get(rank, [])
-                   for m in [re.match(r"%s: rank %d: ok (\d+)$"
-                                      % (script, rank), t)] if m]
+                   for m in [re.match(r"%s: rank %d: ok (\d+)%s$"
+                                      % (script, rank, re.escape(suffix)),
+                                      t)] if m]
             self.assertEqual(len(oks), 1, r.describe())
             counts.add(int(oks[0]))
         self.assertEqual(len(counts), 1, counts)
         self.assertGreaterEqual(counts.pop(), least)
 
     def test_np2(self):
-        self.check_all_ok("tfcheck", 2, 17)
+        self.check_all_ok("tfcheck", 2, 21)
 
     def test_np4(self):
-        self.check_all_ok("tfcheck", 4, 17)
+        self.check_all_ok("tfcheck", 4, 21)
 
     def test_keras_np2(self):
-        self.check_all_ok("kerascheck", 2, 6)
+        self.check_all_ok("kerascheck", 2, 9, " (Keras 3)")
 
     def test_keras_np4(self):
-        self.check_all_ok("kerascheck", 4, 6)
+        self.check_all_ok("kerascheck", 4, 9, " (Keras 3)")
+
+    def test_keras2_from_tf_keras_np2(self):
+        # Keras 2 code on TensorFlow 2.16+ runs through tf_keras.
+        self.check_all_ok("kerascheck", 2, 9, " (Keras 2)",
+                          TF_USE_LEGACY_KERAS="1")
 
     def test_keras_example_trains_with_equal_weights(self):
         ckpt = os.path.join(os.environ.get("TMPDIR", "/tmp"),

@@ -17,7 +17,6 @@ import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
 
 import horovod.tensorflow as hvd  # noqa: E402
-from horovod.common.exceptions import HorovodInternalError  # noqa: E402
 
 tf.get_logger().setLevel("ERROR")
 tf.config.threading.set_inter_op_parallelism_threads(2)
@@ -173,15 +172,17 @@ class Collectives(unittest.TestCase):
                                 lambda t: hvd.reducescatter(t, op=hvd.Sum)),
                                ("graph", a2a, rs)):
                 with self.subTest(dtype=dtype.name, mode=mode):
-                    out, got = f(x)
-                    self.assertEqual(got.numpy().tolist(), [2] * self.n)
+                    out = f(x)
                     self.assertTrue(close(out, want, dtype))
                     self.assertTrue(close(g(y), want_rs, dtype))
 
     def test_alltoall_and_reducescatter(self):
         x = tf.range(self.n * 2) + 100 * self.r
-        out, got = hvd.alltoall(x)
+        # Without splits, Horovod returns the rows alone.
+        out = hvd.alltoall(x)
+        out2, got = hvd.alltoall(x, splits=[2] * self.n)
         self.assertEqual(got.numpy().tolist(), [2] * self.n)
+        self.assertEqual(out2.numpy().tolist(), out.numpy().tolist())
         want = [100 * r + 2 * self.r + k for r in range(self.n)
                 for k in range(2)]
         self.assertEqual(out.numpy().tolist(), want)
@@ -216,15 +217,71 @@ class Collectives(unittest.TestCase):
         self.assertEqual(hvd.allgather_object(("x", self.r)),
                          [("x", r) for r in range(self.n)])
 
+    def test_moved_types(self):
+        # bool and uint16 travel (Horovod gathers and broadcasts them).
+        for dtype in (tf.bool, tf.uint16):
+            with self.subTest(dtype=dtype.name):
+                x = tf.cast(tf.fill([2], self.r % 2 + 1), dtype)
+                got = hvd.allgather(x)
+                self.assertEqual(got.dtype, dtype)
+                want = [r % 2 + 1 for r in range(self.n) for _ in range(2)]
+                self.assertEqual(tf.cast(got, tf.int32).numpy().tolist(),
+                                 tf.cast(tf.constant(want), dtype).numpy()
+                                 .astype(int).tolist())
+                root = hvd.broadcast(x, 0)
+                self.assertEqual(tf.cast(root, tf.int32).numpy().tolist(),
+                                 [1, 1])
+
+    def test_tf1_graph(self):
+        # Independent collectives of a TF1 graph on two inter-op threads:
+        # every rank runs them in the order they were built.
+        with tf.Graph().as_default():
+            outs = [hvd.allreduce(tf.fill([3], float(self.r + i)),
+                                  op=hvd.Sum) for i in range(8)]
+            v = tf.compat.v1.Variable([float(self.r)] * 2)
+            (assigned,) = hvd.broadcast_([v], root_rank=0)
+            config = tf.compat.v1.ConfigProto(inter_op_parallelism_threads=2)
+            bcast = hvd.broadcast_global_variables(0)
+            with tf.compat.v1.Session(config=config) as sess:
+                sess.run(v.initializer)
+                got = sess.run(outs)
+                self.assertEqual(sess.run(assigned).tolist(), [0.0, 0.0])
+                sess.run(v.assign([float(self.r)] * 2))
+                sess.run(bcast)
+                self.assertEqual(sess.run(v).tolist(), [0.0, 0.0])
+                self.assertEqual(hvd.broadcast_object(self.r), 0)
+        # TensorFlow 2 has no global variables to broadcast.
+        with self.assertRaises(RuntimeError):
+            hvd.broadcast_global_variables(0)
+        base = sum(range(self.n))
+        for i, g in enumerate(got):
+            self.assertEqual(g.tolist(), [base + self.n * i] * 3)
+
+    def test_same_tensor_twice_in_tf_function(self):
+        @tf.function
+        def twice(t):
+            return hvd.allreduce(t, op=hvd.Sum) + hvd.allreduce(t, op=hvd.Max)
+
+        got = twice(tf.constant([float(self.r)]))
+        self.assertEqual(got.numpy().tolist(),
+                         [sum(range(self.n)) + self.n - 1])
+
     def test_errors(self):
-        with self.assertRaises(ValueError):
+        # A collective that refuses its arguments fails as Horovod's ops
+        # and tf.numpy_function do.
+        with self.assertRaises(tf.errors.InvalidArgumentError):
             hvd.allreduce(tf.constant([True]))
-        with self.assertRaises(ValueError):
+        with self.assertRaises(tf.errors.InvalidArgumentError):
             hvd.broadcast(tf.ones(2), root_rank=self.n)
-        with self.assertRaises(HorovodInternalError):
+        # Ranks that disagree fail everywhere as Horovod's ops do.
+        with self.assertRaises(tf.errors.FailedPreconditionError):
             hvd.allreduce(tf.ones(self.r + 1), name="mismatch.count")
-        with self.assertRaises(HorovodInternalError):
+        with self.assertRaises(tf.errors.FailedPreconditionError):
             hvd.broadcast(tf.ones(2), root_rank=self.r, name="mismatch.root")
+        with self.assertRaises(tf.errors.InvalidArgumentError):
+            hvd.reducescatter(tf.constant(1.0))
+        with self.assertRaises(tf.errors.InvalidArgumentError):
+            hvd.alltoall(tf.ones([self.n + 1]))
         if self.n & (self.n - 1) == 0:
             a = hvd.allreduce(tf.constant([1.0, 0.0]) if self.r % 2 == 0
                               else tf.constant([0.0, 1.0]), op=hvd.Adasum)
@@ -316,6 +373,26 @@ class GradientTape(unittest.TestCase):
         self.assertTrue(getattr(k, "_hvd_distributed", False))
         k.apply_gradients([(tf.fill([2], float(r)), w)])
         self.assertTrue(np.allclose(w.numpy(), 1 - (n - 1) / 2.0))
+
+    def test_local_sources(self):
+        n, r = hvd.size(), hvd.rank()
+        w, b = tf.Variable(tf.ones([2])), tf.Variable(tf.ones([2]))
+        dense = tf.keras.layers.Dense(1)
+        x = tf.fill([1, 2], float(r))
+        with tf.GradientTape(persistent=True) as tape:
+            loss = tf.reduce_sum(w * float(r) + b * float(r)) + \
+                tf.reduce_sum(dense(x))
+        # A local source keeps its own gradient, divided by the size.
+        dt = hvd.DistributedGradientTape(tape)
+        dt.register_local_source(b)
+        gw, gb = dt.gradient(loss, [w, b])
+        self.assertTrue(np.allclose(gw.numpy(), (n - 1) / 2.0))
+        self.assertTrue(np.allclose(gb.numpy(), r / n))
+        pt = hvd.PartialDistributedGradientTape(tape, local_layers=[dense])
+        local, shared = pt.get_local_and_global_gradients(
+            loss, [w] + dense.trainable_weights)
+        self.assertEqual([v is w for v, _ in shared], [True])
+        self.assertTrue(np.allclose(local[0][1].numpy(), r / n))
 
     def test_in_tf_function(self):
         n, r = hvd.size(), hvd.rank()

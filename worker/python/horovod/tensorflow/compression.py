@@ -6,16 +6,14 @@ from horovod.common.compression import Compressor, NoneCompressor
 
 
 class FP16Compressor(Compressor):
-    """Sends floating-point tensors as float16.
-
-    For float32 tensors libhvd converts on the wire itself and sums in
-    float32 (no float16 copy in Python); other floating-point dtypes are
-    cast in Python, as Horovod does.
-    """
+    """Sends floating-point tensors as float16, as Horovod's does:
+    compress() casts them (others pass unchanged) and decompress() casts
+    back. hvd.allreduce of a float32 tensor skips the cast: libhvd
+    converts on the wire itself and sums in float32."""
 
     @staticmethod
     def compress(tensor):
-        if tensor.dtype.is_floating and tensor.dtype != tf.float32:
+        if tensor.dtype.is_floating and tensor.dtype != tf.float16:
             return tf.cast(tensor, tf.float16), tensor.dtype
         return tensor, None
 

@@ -1,7 +1,6 @@
 """Broadcasts of variables and objects, and allgather of objects, as in
 Horovod."""
 
-import io
 import pickle
 
 import numpy as np
@@ -25,7 +24,7 @@ def broadcast_variables(variables, root_rank, process_set=global_process_set,
     """
     variables = list(variables)
     if not variables:
-        return None
+        return None if tf.executing_eagerly() else tf.no_op()
     name = mpi_ops._auto_name("broadcast_variables")
     values = [mpi_ops.broadcast(v, root_rank, "%s.%d" % (name, i),
                                 process_set=process_set)
@@ -34,46 +33,64 @@ def broadcast_variables(variables, root_rank, process_set=global_process_set,
     return None if tf.executing_eagerly() else tf.group(*ops)
 
 
-def _bytes_tensor(data):
-    return tf.constant(np.frombuffer(data, dtype=np.uint8)) if data else \
-        tf.zeros([0], tf.uint8)
+def _bytes(data):
+    return np.frombuffer(data, dtype=np.uint8)
 
 
 def broadcast_object(obj, root_rank=0, session=None, name=None,
                      process_set=global_process_set):
     """Returns root_rank's obj on every rank (pickled; any picklable
-    object). ``session`` is accepted for Horovod's signature (TF1) and
-    ignored."""
+    object). It runs at once, in eager and in graph mode alike, so
+    ``session`` (Horovod's, for TF1) is accepted and not needed."""
     name = name or type(obj).__name__
-    if mpi_ops.rank() == root_rank:
-        data = pickle.dumps(obj, protocol=pickle.HIGHEST_PROTOCOL)
-        length = tf.constant([len(data)], tf.int64)
-    else:
-        data = b""
-        length = tf.zeros([1], tf.int64)
-    length = mpi_ops.broadcast(length, root_rank, name="%s.sz" % name,
-                               process_set=process_set)
-    n = int(length.numpy()[0])
-    payload = _bytes_tensor(data) if mpi_ops.rank() == root_rank else \
-        tf.zeros([n], tf.uint8)
-    payload = mpi_ops.broadcast(payload, root_rank, name="%s.t" % name,
-                                process_set=process_set)
-    if mpi_ops.rank() == root_rank:
-        return obj
-    return pickle.load(io.BytesIO(payload.numpy().tobytes()))
+    root = mpi_ops.rank() == root_rank
+    data = pickle.dumps(obj, protocol=pickle.HIGHEST_PROTOCOL) if root \
+        else b""
+    length = mpi_ops._np_broadcast(np.array([len(data)], np.int64),
+                                   root_rank, "%s.sz" % name, process_set)
+    payload = _bytes(data) if root else np.zeros(int(length[0]), np.uint8)
+    payload = mpi_ops._np_broadcast(payload, root_rank, "%s.t" % name,
+                                    process_set)
+    return obj if root else pickle.loads(payload.tobytes())
+
+
+def broadcast_object_fn(root_rank=0, session=None, name=None,
+                        process_set=global_process_set):
+    """A function of one object that returns root_rank's (Horovod's TF1
+    helper, for calling broadcast_object several times)."""
+    name = name or "broadcast_object_fn"
+
+    def bcast(obj):
+        return broadcast_object(obj, root_rank, session, name, process_set)
+    return bcast
 
 
 def allgather_object(obj, session=None, name=None,
                      process_set=global_process_set):
-    """Returns the list of every rank's obj, in rank order (pickled)."""
+    """Returns the list of every rank's obj, in rank order (pickled). It
+    runs at once, in eager and in graph mode alike."""
     name = name or type(obj).__name__
     data = pickle.dumps(obj, protocol=pickle.HIGHEST_PROTOCOL)
-    sizes = mpi_ops.allgather(tf.constant([len(data)], tf.int64),
-                              name="%s.sz" % name, process_set=process_set)
-    gathered = mpi_ops.allgather(_bytes_tensor(data), name="%s.t" % name,
-                                 process_set=process_set).numpy().tobytes()
+    sizes = mpi_ops._np_allgather(np.array([len(data)], np.int64),
+                                  "%s.sz" % name, process_set)
+    gathered = mpi_ops._np_allgather(_bytes(data), "%s.t" % name,
+                                     process_set).tobytes()
     out, at = [], 0
-    for n in sizes.numpy().tolist():
-        out.append(pickle.load(io.BytesIO(gathered[at:at + n])))
+    for n in sizes.tolist():
+        out.append(pickle.loads(gathered[at:at + n]))
         at += n
     return out
+
+
+def broadcast_global_variables(root_rank):
+    """Gives every rank root_rank's values of the TF1 graph's global
+    variables; returns the op that does it. TF1 graphs only, as in
+    Horovod: in eager mode (TensorFlow 2) it raises RuntimeError; use
+    broadcast_variables() with the model's and the optimizer's
+    variables."""
+    if tf.executing_eagerly():
+        raise RuntimeError(
+            "hvd.broadcast_global_variables() does not support eager "
+            "execution. Please use `hvd.broadcast_variables(<model/optimizer "
+            "variables>)` instead.")
+    return broadcast_variables(tf.compat.v1.global_variables(), root_rank)

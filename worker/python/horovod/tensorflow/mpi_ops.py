@@ -9,8 +9,9 @@ memory. Gradients are Horovod's, through ``tf.custom_gradient``.
 """
 
 import ctypes
+import hashlib
 import re
-import threading
+import weakref
 
 import numpy as np
 import tensorflow as tf
@@ -35,31 +36,56 @@ _DTYPES = {"uint8": libhvd.UINT8, "int8": libhvd.INT8,
            "bfloat16": libhvd.BFLOAT16, "float32": libhvd.FLOAT32,
            "float64": libhvd.FLOAT64}
 
-# Names of unnamed collectives: per kind, in the order this rank traces
-# or runs them, which is the same on every rank.
-_counters = {}
-_counter_lock = threading.Lock()
+# libhvd refuses longer names; grouped calls add a suffix to each part.
+_NAME_MAX = 200
 
 
 def _auto_name(kind, tensor=None):
-    """A name every rank gives the same collective: in a graph, from the
-    tensor's name; in eager mode, the next of a per-kind sequence."""
-    with _counter_lock:
-        n = _counters.get(kind, 0)
-        _counters[kind] = n + 1
-    base = None
-    if tensor is not None and not tf.executing_eagerly():
-        graph_name = getattr(tensor, "name", None)
-        if isinstance(graph_name, str):
-            base = re.sub(r"[^A-Za-z0-9_.]", "_", graph_name)
-    return "%s.%s.%d" % (kind, base or "noname", n)
+    """A name every rank gives the same unnamed collective, as Horovod
+    names its ops.
+
+    In eager mode each rank runs its collectives one at a time, in program
+    order, so one name per kind pairs them up; a name that counted calls
+    would set the ranks apart for good once one rank skipped a call (an
+    exception on one rank). In a graph, the graph's unique name for the
+    kind and the tensor's name (the op name Horovod's would have), which
+    the same program gives the same collective on every rank.
+    """
+    if tf.executing_eagerly():
+        return "%s.noname" % kind
+    base = kind
+    tensor_name = getattr(tensor, "name", None)
+    if isinstance(tensor_name, str):
+        base = "%s.%s" % (kind, tensor_name)
+    base = re.sub(r"[^A-Za-z0-9_.]", "_", base)
+    name = tf.compat.v1.get_default_graph().unique_name(base)
+    if len(name) > _NAME_MAX:
+        digest = hashlib.sha1(name.encode()).hexdigest()[:16]
+        half = (_NAME_MAX - len(digest) - 2) // 2
+        name = "%s.%s.%s" % (name[:half], digest, name[-half:])
+    return name
 
 
-def _libdtype(dtype):
-    dt = _DTYPES.get(tf.as_dtype(dtype).name)
+# Types that collectives move but never reduce, as libhvd's type of the
+# same size.
+_MOVED = {"bool": libhvd.UINT8, "uint16": libhvd.INT16}
+
+
+def _libdtype(dtype, moved=False):
+    """libhvd's type for dtype; moved: the collective only moves data
+    (allgather, broadcast, alltoall), so bool and uint16 go too."""
+    name = tf.as_dtype(dtype).name
+    dt = _DTYPES.get(name, _MOVED.get(name) if moved else None)
     if dt is None:
-        raise ValueError("Tensor type %s is not supported." % dtype.name)
+        raise ValueError("Tensor type %s is not supported." % name)
     return dt
+
+
+def _contig(a):
+    """a as a C-contiguous array of the same shape (np.ascontiguousarray
+    would make a scalar 1-D)."""
+    a = np.asarray(a)
+    return a if a.flags.c_contiguous else np.ascontiguousarray(a)
 
 
 def _cname(name):
@@ -68,6 +94,12 @@ def _cname(name):
 
 def _wait(handle, what, name):
     rc = libhvd.lib.hvd_wait(handle)
+    # Ranks that disagree about the collective (shapes, types, root).
+    if rc < 0 and libhvd.lib.hvd_err_name(rc) == b"HVD_EMISMATCH":
+        # Horovod's ops fail with FailedPreconditionError when the ranks
+        # disagree; a failed peer stays a HorovodInternalError.
+        raise tf.errors.FailedPreconditionError(None, None,
+                                                libhvd.message(rc))
     if rc < 0:
         raise HorovodInternalError(libhvd.message(rc))
 
@@ -99,7 +131,7 @@ def _empty(shape, dtype):
 
 def _np_allreduce(a, name, op, pre, post, wire, process_set):
     select(process_set)
-    a = np.ascontiguousarray(a)
+    a = _contig(a)
     out = _empty(a.shape, a.dtype)
     opts = None
     if pre != 1.0 or post != 1.0 or wire:
@@ -115,7 +147,7 @@ def _np_allreduce(a, name, op, pre, post, wire, process_set):
 
 def _np_grouped_allreduce(arrays, name, op, process_set):
     select(process_set)
-    arrays = [np.ascontiguousarray(a) for a in arrays]
+    arrays = [_contig(a) for a in arrays]
     outs = [_empty(a.shape, a.dtype) for a in arrays]
     n = len(arrays)
     h = ctypes.c_void_p()
@@ -152,15 +184,15 @@ def _gathered(buf, counts, like, what, name):
 
 def _np_allgather(a, name, process_set):
     select(process_set)
-    a = np.ascontiguousarray(a if a.ndim else a.reshape(1))
+    a = _contig(a if a.ndim else a.reshape(1))
     n = process_set.size()
     counts = (ctypes.c_size_t * n)()
     buf = ctypes.c_void_p()
     h = ctypes.c_void_p()
     libhvd.next_shapes([a.shape])
     _submit(libhvd.lib.hvd_allgather_async(
-        _ptr(a), a.size, _libdtype(a.dtype), ctypes.byref(buf), counts,
-        _cname(name), ctypes.byref(h)))
+        _ptr(a), a.size, _libdtype(a.dtype, moved=True), ctypes.byref(buf),
+        counts, _cname(name), ctypes.byref(h)))
     _wait(h, "allgather", name)
     return _gathered(buf, list(counts), a, "allgather", name)
 
@@ -172,8 +204,8 @@ def _np_broadcast(a, root_rank, name, process_set):
     h = ctypes.c_void_p()
     libhvd.next_shapes([out.shape])
     _submit(libhvd.lib.hvd_broadcast_async(
-        _ptr(out), out.size, _libdtype(out.dtype), int(root_rank),
-        _cname(name), ctypes.byref(h)))
+        _ptr(out), out.size, _libdtype(out.dtype, moved=True),
+        int(root_rank), _cname(name), ctypes.byref(h)))
     _wait(h, "broadcast", name)
     return out
 
@@ -184,7 +216,7 @@ def _split_rows(rows, n):
 
 def _np_reducescatter(a, name, op, pre, post, process_set):
     select(process_set)
-    a = np.ascontiguousarray(a)
+    a = _contig(a)
     if a.ndim == 0:
         raise ValueError("reducescatter needs a tensor of at least one "
                          "dimension")
@@ -206,9 +238,10 @@ def _np_reducescatter(a, name, op, pre, post, process_set):
 
 def _np_alltoall(a, splits, name, process_set):
     select(process_set)
-    a = np.ascontiguousarray(a)
+    a = _contig(a)
     if a.ndim == 0:
-        raise ValueError("alltoall needs a tensor of at least one dimension")
+        raise ValueError("alltoall needs a tensor of at least one "
+                         "dimension")
     n = process_set.size()
     if splits is None:
         if a.shape[0] % n:
@@ -229,8 +262,8 @@ def _np_alltoall(a, splits, name, process_set):
     h = ctypes.c_void_p()
     libhvd.next_shapes([a.shape])
     _submit(libhvd.lib.hvd_alltoall_async(
-        _ptr(a), send, _libdtype(a.dtype), ctypes.byref(buf), got,
-        _cname(name), ctypes.byref(h)))
+        _ptr(a), send, _libdtype(a.dtype, moved=True), ctypes.byref(buf),
+        got, _cname(name), ctypes.byref(h)))
     _wait(h, "alltoall", name)
     out = _gathered(buf, list(got), a, "alltoall", name)
     return out, np.array([c // row if row else 0 for c in got],
@@ -294,18 +327,46 @@ def _to_tensor(a, like):
         return tf.convert_to_tensor(a)
 
 
+# The collective each TF1 graph traced last (see _run).
+_last_collective = weakref.WeakKeyDictionary()
+
+
 def _run(fn, tensors, tout, shape=None, name=None):
     """fn on the tensors' arrays: at once in eager mode, as a
     tf.numpy_function inside a graph."""
     if tf.executing_eagerly():
         held = [_as_array(t) for t in tensors]
-        out = fn(*[h.array for h in held])
+        try:
+            out = fn(*[h.array for h in held])
+        except (ValueError, TypeError) as e:
+            # What tf.numpy_function makes of them, here as in a graph:
+            # Horovod's ops fail with InvalidArgumentError too.
+            raise tf.errors.InvalidArgumentError(None, None, str(e)) from e
         del held
         if isinstance(out, tuple):
             return tuple(_to_tensor(o, tensors[0]) for o in out)
         return _to_tensor(out, tensors[0])
-    out = tf.numpy_function(fn, list(tensors), tout, stateful=True,
-                            name=name)
+    graph = tf.compat.v1.get_default_graph()
+    # Each collective blocks one of TensorFlow's inter-op threads until
+    # every rank has submitted it. A tf.function orders stateful ops as
+    # they were traced (automatic control dependencies), the same order on
+    # every rank; a TF1 graph runs independent ops in any order, and with
+    # as few threads as cores two ranks can each block every thread on
+    # collectives the other has not reached. So there each collective
+    # waits for the one traced before it (in the same TF1 control-flow
+    # context: an op inside a v1 while loop cannot be waited for outside).
+    if getattr(graph, "_add_control_dependencies", False):
+        return tf.numpy_function(fn, list(tensors), tout, stateful=True,
+                                 name=name)
+    last = _last_collective.get(graph)
+    if last is not None and last._get_control_flow_context() is not \
+            graph._get_control_flow_context():
+        last = None
+    with tf.control_dependencies([last] if last is not None else []):
+        out = tf.numpy_function(fn, list(tensors), tout, stateful=True,
+                                name=name)
+    first = out[0] if isinstance(out, (list, tuple)) else out
+    _last_collective[graph] = first.op
     return out
 
 
@@ -392,7 +453,8 @@ def allgather(tensor, name=None, ignore_name_scope=False,
             reduced = _allreduce(dy, op=Average, process_set=process_set)
             rows = tf.reshape(tf.shape(x)[0] if x.shape.rank else 1, [1])
             counts = allgather(rows, process_set=process_set)
-            return tf.split(reduced, counts, axis=0)[process_set.rank()]
+            return tf.split(reduced, counts, num=process_set.size(),
+                            axis=0)[process_set.rank()]
         return out, grad
 
     return run(tf.convert_to_tensor(tensor))
@@ -429,13 +491,14 @@ def broadcast(tensor, root_rank, name=None, ignore_name_scope=False,
 
 def broadcast_(variables, root_rank, name=None,
                process_set=global_process_set):
-    """Assigns root_rank's values to the variables on every rank; returns
-    the variables."""
+    """Assigns root_rank's values to the variables on every rank. Returns
+    the variables in eager mode; in a graph, the assignments' results
+    (running one broadcasts and assigns)."""
     base = name or _auto_name("broadcast_")
-    for i, v in enumerate(variables):
-        v.assign(broadcast(v, root_rank, "%s.%d" % (base, i),
-                           process_set=process_set))
-    return variables
+    out = [v.assign(broadcast(v, root_rank, "%s.%d" % (base, i),
+                              process_set=process_set))
+           for i, v in enumerate(variables)]
+    return list(variables) if tf.executing_eagerly() else out
 
 
 def reducescatter(tensor, name=None, op=Average, prescale_factor=1.0,
@@ -482,8 +545,9 @@ def alltoall(tensor, splits=None, name=None, ignore_name_scope=False,
              process_set=global_process_set):
     """Sends splits[r] rows of tensor's first dimension to each rank r (or
     as many to each when splits is None); returns the rows received, in
-    rank order, and how many came from each rank (int32). Differentiable:
-    the gradient goes back the way the rows came."""
+    rank order, and, when splits is given, how many came from each rank
+    (int32), as Horovod does. Differentiable: the gradient goes back the
+    way the rows came."""
     name = name or _auto_name("alltoall", tensor)
     x = tf.convert_to_tensor(tensor)
     sp = tf.zeros([0], tf.int32) if splits is None else \
@@ -504,7 +568,8 @@ def alltoall(tensor, splits=None, name=None, ignore_name_scope=False,
             return back
         return (out, got), grad
 
-    return run(x)
+    out, got = run(x)
+    return out if splits is None else (out, got)
 
 
 def join():

@@ -8,6 +8,7 @@ import tensorflow as tf
 from horovod.tensorflow.compression import Compression
 from horovod.tensorflow.gradient_tape import allreduce_gradients
 from horovod.tensorflow.mpi_ops import Average, global_process_set
+from horovod.tensorflow.util import keras_major
 
 
 class _DistributedOptimizer(tf.compat.v1.train.Optimizer):
@@ -58,8 +59,7 @@ def DistributedOptimizer(optimizer, name=None, use_locking=False,
     compute_gradients() (and so minimize()) allreducing the gradients.
     backward_passes_per_step > 1 is for Keras optimizers only here.
     """
-    import keras
-    if isinstance(optimizer, keras.optimizers.Optimizer):
+    if keras_major(optimizer) is not None:
         from horovod.tensorflow import keras as hvd_keras
         return hvd_keras.DistributedOptimizer(
             optimizer, name=name, compression=compression,
@@ -67,7 +67,8 @@ def DistributedOptimizer(optimizer, name=None, use_locking=False,
             gradient_predivide_factor=gradient_predivide_factor, op=op,
             backward_passes_per_step=backward_passes_per_step,
             average_aggregated_gradients=average_aggregated_gradients,
-            num_groups=num_groups, groups=groups, process_set=process_set)
+            num_groups=num_groups, groups=groups, process_set=process_set,
+            scale_local_gradients=scale_local_gradients)
     if not isinstance(optimizer, tf.compat.v1.train.Optimizer):
         raise ValueError("DistributedOptimizer takes a Keras optimizer or a "
                          "tf.compat.v1.train.Optimizer, not %r"

@@ -12,10 +12,14 @@ from horovod.tensorflow.mpi_ops import (
     global_process_set, handle_average_backwards_compatibility)
 
 
-def _wire(compression, tensor):
-    """libhvd's own float16 wire for float32 tensors under fp16."""
-    return int(compression is Compression.fp16 and
-               tensor.dtype == tf.float32)
+def _compress(compression, tensor):
+    """(what to send, the decompression context, libhvd's wire flag):
+    under fp16 a float32 tensor goes as it is, on libhvd's own float16
+    wire, which sums in float32."""
+    if compression is Compression.fp16 and tensor.dtype == tf.float32:
+        return tensor, None, 1
+    sent, ctx = compression.compress(tensor)
+    return sent, ctx, 0
 
 
 def _sparse_allreduce(slices, op, name, process_set):
@@ -50,11 +54,13 @@ def allreduce(tensor, average=None, device_dense='', device_sparse='',
     op = handle_average_backwards_compatibility(op, average)
     check_adasum(op, process_set)
     if isinstance(tensor, tf.IndexedSlices):
+        if prescale_factor != 1.0 or postscale_factor != 1.0:
+            raise NotImplementedError("Pre/postscale_factor are not "
+                                      "supported with tf.IndexedSlices")
         return _sparse_allreduce(tensor, op, name, process_set)
-    tensor = tf.convert_to_tensor(tensor)
-    sent, ctx = compression.compress(tensor)
+    sent, ctx, wire = _compress(compression, tf.convert_to_tensor(tensor))
     out = _allreduce(sent, name, op, prescale_factor, postscale_factor,
-                     process_set=process_set, wire=_wire(compression, sent))
+                     process_set=process_set, wire=wire)
     return compression.decompress(out, ctx)
 
 
@@ -73,14 +79,14 @@ def grouped_allreduce(tensors, average=None, device_dense='',
                           prescale_factor=prescale_factor,
                           postscale_factor=postscale_factor,
                           process_set=process_set) for t in tensors]
-    sent = [compression.compress(tf.convert_to_tensor(t)) for t in tensors]
-    if compression is Compression.fp16:
+    sent = [_compress(compression, tf.convert_to_tensor(t)) for t in tensors]
+    if any(w for _, _, w in sent):
         outs = [_allreduce(s, None if name is None else "%s.%d" % (name, i),
                            op, prescale_factor, postscale_factor,
-                           process_set=process_set, wire=_wire(compression, s))
-                for i, (s, _) in enumerate(sent)]
+                           process_set=process_set, wire=w)
+                for i, (s, _, w) in enumerate(sent)]
     else:
-        outs = _grouped_allreduce([s for s, _ in sent], name, op,
+        outs = _grouped_allreduce([s for s, _, _ in sent], name, op,
                                   prescale_factor, postscale_factor,
                                   process_set=process_set)
-    return [compression.decompress(o, c) for o, (_, c) in zip(outs, sent)]
+    return [compression.decompress(o, c) for o, (_, c, _) in zip(outs, sent)]

@@ -1,18 +1,25 @@
-"""horovod.tensorflow.keras on libhvd: Horovod's Keras API for Keras 3 on
-the TensorFlow backend (also importable as ``horovod.keras``).
+"""horovod.tensorflow.keras on libhvd: Horovod's Keras API on tf.keras,
+which is Keras 3 with TensorFlow 2.16 and later, or Keras 2 (the tf_keras
+package) when TensorFlow runs with TF_USE_LEGACY_KERAS=1. Also importable
+as ``horovod.keras``.
 
     import horovod.tensorflow.keras as hvd
     hvd.init()
-    opt = hvd.DistributedOptimizer(keras.optimizers.SGD(0.01 * hvd.size()))
+    opt = hvd.DistributedOptimizer(tf.keras.optimizers.SGD(0.01 * hvd.size()))
     model.compile(optimizer=opt, loss=...)
     model.fit(x, y, callbacks=[
         hvd.callbacks.BroadcastGlobalVariablesCallback(0),
         hvd.callbacks.MetricAverageCallback(),
         hvd.callbacks.LearningRateWarmupCallback(initial_lr=0.01 * hvd.size(),
                                                  warmup_epochs=5)])
+
+The callbacks are built on whatever tf.keras is when this module is first
+imported, as Horovod's are; DistributedOptimizer and load_model take the
+optimizers of either Keras.
 """
 
-import keras
+import warnings
+
 import tensorflow as tf
 
 from horovod.common.exceptions import (  # noqa: F401
@@ -25,29 +32,22 @@ from horovod.tensorflow import (  # noqa: F401
     join, local_rank, local_size, mpi_built, mpi_enabled,
     mpi_threads_supported, nccl_built, rank, remove_process_set, rocm_built,
     shutdown, size, start_timeline, stop_timeline, SyncBatchNormalization)
+from horovod.tensorflow import functions as _functions
 from horovod.tensorflow import mpi_ops as _ops
 from horovod.tensorflow import reduce_ops as _reduce
-from horovod.tensorflow.gradient_tape import allreduce_gradients
-from horovod.tensorflow.keras import callbacks  # noqa: F401
+from horovod.tensorflow.keras import _keras2, _keras3
+from horovod.tensorflow.keras import callbacks, elastic  # noqa: F401
+from horovod.tensorflow.util import keras_major
 
 
-def _distributed_class(base):
-    """base with an apply() that allreduces the gradients first."""
-
-    def apply(self, grads, trainable_variables=None):
-        variables = (list(trainable_variables)
-                     if trainable_variables is not None
-                     else list(self._trainable_variables))
-        grads = allreduce_gradients(list(grads), variables, **self._hvd_args)
-        return super(cls, self).apply(grads, trainable_variables)
-
-    cls = type(base.__name__, (base,), {
-        "apply": apply, "__module__": base.__module__,
-        "_hvd_distributed": True,
-        "__doc__": "%s whose gradients are allreduced over the ranks "
-                   "first (horovod.tensorflow.keras.DistributedOptimizer)."
-                   % base.__name__})
-    return cls
+def _implementation(optimizer):
+    """The module that makes DistributedOptimizers of optimizer's Keras."""
+    major = keras_major(optimizer)
+    if major is None:
+        raise ValueError("DistributedOptimizer takes a Keras optimizer "
+                         "(tf.keras.optimizers), not %s"
+                         % type(optimizer).__name__)
+    return _keras3 if major >= 3 else _keras2
 
 
 def DistributedOptimizer(optimizer, name=None, device_dense='',
@@ -57,102 +57,132 @@ def DistributedOptimizer(optimizer, name=None, device_dense='',
                          average_aggregated_gradients=False, num_groups=0,
                          groups=None, process_set=global_process_set,
                          scale_local_gradients=True):
-    """A Keras 3 optimizer like optimizer (same class and configuration)
-    whose gradients are allreduced over the ranks (an average by default)
-    before every update, in model.fit's train step or any apply().
+    """An optimizer like optimizer (same class and configuration) whose
+    gradients are allreduced over the ranks (an average by default)
+    before they are applied: in model.fit's train step, minimize(),
+    apply_gradients() and Horovod's _compute_gradients().
 
-    Arguments are Horovod's. backward_passes_per_step > 1 uses Keras 3's
-    gradient_accumulation_steps, which averages what it accumulates, so it
-    needs average_aggregated_gradients=True. device_dense, device_sparse
-    and scale_local_gradients are accepted and ignored.
+    Arguments are Horovod's:
+        optimizer: a tf.keras optimizer (Keras 3's, or tf_keras's and its
+            legacy ones under TF_USE_LEGACY_KERAS=1).
+        name: the new optimizer's name.
+        compression: hvd.Compression.none or .fp16.
+        sparse_as_dense: allreduce IndexedSlices as dense tensors.
+        gradient_predivide_factor: divide by this before the sum and by
+            size / factor after.
+        op: hvd.Average or hvd.Sum.
+        backward_passes_per_step: backward passes whose gradients add up
+            before one allreduce and update (Keras 3: the optimizer's
+            gradient_accumulation_steps, each pass allreduced).
+        average_aggregated_gradients: divide those sums by
+            backward_passes_per_step.
+        num_groups, groups: how gradients are grouped into one call each
+            (groups: a number of groups, or lists of variables).
+        process_set: the ranks taking part.
+        scale_local_gradients: divide the gradients of the variables given
+            to register_local_var() by the number of ranks.
+        device_dense, device_sparse: accepted; libhvd places the work.
     """
     if getattr(optimizer, "_hvd_distributed", False):
         raise ValueError("the optimizer is a DistributedOptimizer already")
-    config = optimizer.get_config()
-    if name is not None:
-        config["name"] = name
-    if backward_passes_per_step > 1:
-        if not average_aggregated_gradients:
-            raise NotImplementedError(
-                "backward_passes_per_step > 1 with Keras 3 accumulates with "
-                "the optimizer's gradient_accumulation_steps, which averages "
-                "the gradients: pass average_aggregated_gradients=True")
-        config["gradient_accumulation_steps"] = backward_passes_per_step
-    opt = _distributed_class(optimizer.__class__).from_config(config)
-    opt._hvd_args = dict(compression=compression,
-                         sparse_as_dense=sparse_as_dense, op=op,
-                         gradient_predivide_factor=gradient_predivide_factor,
-                         num_groups=num_groups, groups=groups,
-                         process_set=process_set)
-    return opt
+    if op != Average and op != Sum:
+        raise ValueError("op currently only supports Average and Sum")
+    if num_groups != 0:
+        warnings.warn("Parameter `num_groups` has been replaced by `groups` "
+                      "and will be removed in v0.23.0.", DeprecationWarning)
+        if groups is None:
+            groups, num_groups = num_groups, 0
+    if groups is not None and not isinstance(groups, list) and \
+            not (isinstance(groups, int) and groups > 0):
+        raise ValueError("groups should be a non-negative integer or a list "
+                         "of list of tf.Variable.")
+    config = _config(compression, sparse_as_dense, op,
+                     gradient_predivide_factor, groups, process_set,
+                     backward_passes_per_step, average_aggregated_gradients,
+                     scale_local_gradients)
+    return _implementation(optimizer).make(optimizer, config, name)
+
+
+def _config(compression, sparse_as_dense, op, gradient_predivide_factor,
+            groups, process_set, backward_passes_per_step=1,
+            average_aggregated_gradients=False, scale_local_gradients=True):
+    """The Horovod settings a distributed optimizer class carries."""
+    return dict(
+        hvd_args=dict(compression=compression,
+                      sparse_as_dense=sparse_as_dense, op=op,
+                      gradient_predivide_factor=gradient_predivide_factor,
+                      num_groups=0, groups=groups, process_set=process_set),
+        backward_passes_per_step=backward_passes_per_step,
+        average_aggregated_gradients=average_aggregated_gradients,
+        scale_local_gradients=scale_local_gradients)
 
 
 def broadcast_global_variables(root_rank):
-    """Horovod's TF1 broadcast of the global variables: Keras 3 has no
-    global variables to broadcast. Use
+    """Horovod's TF1 broadcast of the global variables. In eager mode
+    (TensorFlow 2) it raises RuntimeError, as Horovod's does: use
     ``hvd.callbacks.BroadcastGlobalVariablesCallback(root_rank)`` in
     model.fit, or ``hvd.broadcast_variables(model.variables, root_rank)``.
     """
-    raise NotImplementedError(
-        "broadcast_global_variables: Keras 3 has no global variables; use "
-        "hvd.callbacks.BroadcastGlobalVariablesCallback(%d) or "
-        "hvd.broadcast_variables(model.variables, root_rank=%d)"
-        % (root_rank, root_rank))
+    return _functions.broadcast_global_variables(root_rank)
 
 
 def allreduce(value, name=None, average=None, prescale_factor=1.0,
               postscale_factor=1.0, op=None, compression=Compression.none):
     """The allreduce of a value (a number, array or tensor) over the ranks,
-    as a NumPy value (an average by default)."""
-    return _reduce.allreduce(tf.convert_to_tensor(value), average=average,
-                             op=op, prescale_factor=prescale_factor,
+    an average by default, as a tensor (Horovod's return value in eager
+    mode). name names the constant made of value."""
+    return _reduce.allreduce(tf.convert_to_tensor(value, name=name),
+                             average=average, op=op,
+                             prescale_factor=prescale_factor,
                              postscale_factor=postscale_factor,
-                             compression=compression, name=name).numpy()
+                             compression=compression)
 
 
 def allgather(value, name=None):
-    """Every rank's value concatenated along the first dimension, as a
-    NumPy value."""
-    return _ops.allgather(tf.convert_to_tensor(value), name=name).numpy()
+    """Every rank's value (a number, array or tensor) concatenated along
+    the first dimension, as a tensor."""
+    return _ops.allgather(tf.convert_to_tensor(value, name=name))
 
 
 def broadcast(value, root_rank, name=None):
-    """root_rank's value on every rank, as a NumPy value."""
-    return _ops.broadcast(tf.convert_to_tensor(value), root_rank,
-                          name=name).numpy()
+    """root_rank's value (a number, array or tensor) on every rank, as a
+    tensor."""
+    return _ops.broadcast(tf.convert_to_tensor(value, name=name), root_rank)
 
 
 def reducescatter(value, name=None, op=Average):
-    """This rank's rows of the reduction of value over the ranks, as a
-    NumPy value."""
-    return _ops.reducescatter(tf.convert_to_tensor(value), name=name,
-                              op=op).numpy()
+    """This rank's rows of the reduction (an average by default) of value
+    over the ranks, as a tensor."""
+    return _ops.reducescatter(tf.convert_to_tensor(value, name=name), op=op)
 
 
 def load_model(filepath, custom_optimizers=None, custom_objects=None,
-               compression=Compression.none):
-    """Loads a Keras model saved with model.save() and makes its optimizer
-    a DistributedOptimizer, keeping the optimizer's state.
+               compression=Compression.none, legacy_opts=False):
+    """Loads a model saved with model.save() by tf.keras and makes its
+    optimizer a DistributedOptimizer, keeping the optimizer's state.
 
     Arguments:
-        filepath: the .keras file.
+        filepath: the saved model.
         custom_optimizers: optimizer classes the file names, besides
             Keras's own.
-        custom_objects: other custom objects, as keras.models.load_model
+        custom_objects: other custom objects, as tf.keras.models.load_model
             takes.
         compression: the DistributedOptimizer's compression.
+        legacy_opts: accepted for Horovod's signature: the optimizer is
+            made distributed after loading, whatever its kind.
     """
     objects = dict(custom_objects or {})
     for c in custom_optimizers or []:
         objects.setdefault(c.__name__, c)
-    model = keras.models.load_model(filepath, custom_objects=objects or None)
+    model = tf.keras.models.load_model(filepath,
+                                       custom_objects=objects or None)
     opt = getattr(model, "optimizer", None)
     if opt is not None and not getattr(opt, "_hvd_distributed", False):
+        impl = _implementation(opt)
         # The same object, so its variables (momentum, Adam's moments)
         # stay; only its class gains the allreduce.
-        opt.__class__ = _distributed_class(opt.__class__)
-        opt._hvd_args = dict(compression=compression, sparse_as_dense=False,
-                             op=Average, gradient_predivide_factor=1.0,
-                             num_groups=0, groups=None,
-                             process_set=global_process_set)
+        opt.__class__ = impl.distributed_class(
+            opt.__class__, _config(compression, False, Average, 1.0, None,
+                                   global_process_set))
+        opt._hvd_setup()
     return model
