@@ -7,7 +7,8 @@ DistributedGradientTape against one process with the combined batch, on
 every rank; kerascheck.py horovod.tensorflow.keras (DistributedOptimizer
 in model.fit, the callbacks, load_model, the value functions), once with
 Keras 3 and once with Keras 2 from tf_keras (TF_USE_LEGACY_KERAS=1);
-tfkill.py kills a rank mid-step. TensorFlow and tf_keras come from PyPI
+tfkill.py kills a rank mid-step; a job initialises, shuts down and
+initialises again. TensorFlow and tf_keras come from PyPI
 into the venv that scripts/install-deps.sh --tensorflow makes
 (build-venv-tf/).
 """
@@ -109,6 +110,27 @@ class TensorFlowTest(unittest.TestCase):
         finally:
             if os.path.exists(ckpt):
                 os.unlink(ckpt)
+
+    def test_init_again_after_shutdown(self):
+        # As Horovod's test classes do between tests: the same rank and
+        # size each time, and collectives that work.
+        code = ("import tensorflow as tf, horovod.tensorflow as hvd\n"
+                "for i in range(3):\n"
+                "    hvd.init()\n"
+                "    s = hvd.allreduce(tf.constant([hvd.rank() + 1.0]), "
+                "op=hvd.Sum)\n"
+                "    print('cycle', i, hvd.rank(), hvd.size(), "
+                "float(s.numpy()[0]))\n"
+                "    hvd.shutdown()\n")
+        r = hvdtest.run(hvdtest.hr_args("-np", 2, PY, "-c", code), env=env(),
+                        timeout=180)
+        self.assertEqual(r.rc, 0, r.describe())
+        per, _ = hvdtest.prefixed(r.out_lines)
+        for rank in (0, 1):
+            self.assertEqual([t for _, t in per.get(rank, [])
+                              if t.startswith("cycle")],
+                             ["cycle %d %d 2 3.0" % (i, rank)
+                              for i in range(3)], r.describe())
 
     def test_killed_rank_fails_the_others(self):
         r = hvdtest.run(hvdtest.hr_args("-np", 3, PY,
