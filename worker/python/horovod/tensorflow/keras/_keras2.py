@@ -8,35 +8,21 @@ import tensorflow as tf
 
 from horovod.tensorflow.gradient_aggregation import (
     LocalGradientAggregationHelper)
-from horovod.tensorflow.gradient_tape import LocalVariables
+from horovod.tensorflow.keras._mixin import DistributedBase
 
 
-class DistributedMixin:
-    """Put before a Keras 2 optimizer class; the class made for each
-    DistributedOptimizer call carries its Horovod settings in
-    ``_hvd_config``, so that from_config() copies are distributed too."""
-
-    _hvd_distributed = True
-    _hvd_config = None
-
-    def __init__(self, *args, **kwargs):
-        super().__init__(*args, **kwargs)
-        self._hvd_setup()
+class DistributedMixin(DistributedBase):
+    """Put before a Keras 2 optimizer class (see DistributedBase)."""
 
     def _hvd_setup(self):
+        super()._hvd_setup()
         cfg = self._hvd_config
-        self._hvd_local = LocalVariables()
         self._agg_helper = None
         if cfg["backward_passes_per_step"] > 1:
             self._agg_helper = LocalGradientAggregationHelper(
                 cfg["backward_passes_per_step"], self._hvd_reduce,
                 cfg["hvd_args"]["sparse_as_dense"],
                 cfg["average_aggregated_gradients"])
-
-    def register_local_var(self, var):
-        """Keeps var's gradient on this rank: it is not allreduced (and is
-        divided by the number of ranks with scale_local_gradients)."""
-        self._hvd_local.add(var)
 
     def _hvd_reduce(self, grads, variables):
         cfg = self._hvd_config

@@ -4,28 +4,11 @@ gradients first."""
 
 import tensorflow as tf
 
-from horovod.tensorflow.gradient_tape import LocalVariables
+from horovod.tensorflow.keras._mixin import DistributedBase
 
 
-class DistributedMixin:
-    """Put before a Keras 3 optimizer class; the class made for each
-    DistributedOptimizer call carries its Horovod settings in
-    ``_hvd_config``, so that from_config() copies are distributed too."""
-
-    _hvd_distributed = True
-    _hvd_config = None
-
-    def __init__(self, *args, **kwargs):
-        super().__init__(*args, **kwargs)
-        self._hvd_setup()
-
-    def _hvd_setup(self):
-        self._hvd_local = LocalVariables()
-
-    def register_local_var(self, var):
-        """Keeps var's gradient on this rank: it is not allreduced (and is
-        divided by the number of ranks with scale_local_gradients)."""
-        self._hvd_local.add(var)
+class DistributedMixin(DistributedBase):
+    """Put before a Keras 3 optimizer class (see DistributedBase)."""
 
     def _hvd_allreduce(self, grads, variables):
         cfg = self._hvd_config
