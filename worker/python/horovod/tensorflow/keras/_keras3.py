@@ -4,6 +4,7 @@ gradients first."""
 
 import tensorflow as tf
 
+from horovod.tensorflow.keras import _mixin
 from horovod.tensorflow.keras._mixin import DistributedBase
 
 
@@ -63,10 +64,6 @@ def make(optimizer, config, name):
 
 
 def distributed_class(base, config):
-    """base with DistributedMixin, under base's name and module, so that a
-    saved model names the plain optimizer."""
-    return type(base.__name__, (DistributedMixin, base), {
-        "__module__": base.__module__, "_hvd_config": config,
-        "__doc__": "%s whose gradients are allreduced over the ranks "
-                   "(horovod.tensorflow.keras.DistributedOptimizer)."
-                   % base.__name__})
+    """base made distributed with this Keras's DistributedMixin (see
+    horovod.tensorflow.keras._mixin.distributed_class)."""
+    return _mixin.distributed_class(DistributedMixin, base, config)

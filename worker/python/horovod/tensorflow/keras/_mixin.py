@@ -25,3 +25,14 @@ class DistributedBase:
         """Keeps var's gradient on this rank: it is not allreduced (and is
         divided by the number of ranks with scale_local_gradients)."""
         self._hvd_local.add(var)
+
+
+def distributed_class(mixin, base, config):
+    """base with mixin (a Keras's DistributedMixin) and config, under
+    base's name and module, so that a saved model names the plain
+    optimizer."""
+    return type(base.__name__, (mixin, base), {
+        "__module__": base.__module__, "_hvd_config": config,
+        "__doc__": "%s whose gradients are allreduced over the ranks "
+                   "(horovod.tensorflow.keras.DistributedOptimizer)."
+                   % base.__name__})
