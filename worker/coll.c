@@ -221,15 +221,23 @@ void hvd__coll_reset_abort(struct hvd_ctx *c)
     c->abort.deadline = 0;
 }
 
-/* Bytes from a ring neighbour while no collective runs can only be
- * another rank starting one (or its death). */
-static int readable(int fd)
+/*
+ * Bytes from a ring neighbour while no collective runs can only be
+ * another rank starting one, or a broken connection. An end of file is a
+ * rank that shut down, or died (horovodrun's rendezvous tells of a death):
+ * there is no collective to join, and the socket is watched no more. Had
+ * it started a cycle, a rank whose host peers had shut down too would
+ * wait for them in shared memory until the peer timeout.
+ */
+static int peer_sent(struct hvd_ctx *c, int fd, int bit)
 {
     char b;
-    if (fd < 0)
+    if (fd < 0 || (c->rings_ended & bit))
         return 0;
     ssize_t n = recv(fd, &b, 1, MSG_PEEK | MSG_DONTWAIT);
-    return n >= 0 || (errno != EAGAIN && errno != EINTR);
+    if (n == 0)
+        c->rings_ended |= bit;
+    return n > 0 || (n < 0 && errno != EAGAIN && errno != EINTR);
 }
 
 int hvd__coll_peer_started(struct hvd_ctx *c)
@@ -238,8 +246,15 @@ int hvd__coll_peer_started(struct hvd_ctx *c)
         return 0;
     if (c->tp->peer_started != NULL)
         return c->tp->peer_started(c);
-    return readable(c->ring.from[0].fd) || readable(c->xring.from[0].fd) ||
+    return peer_sent(c, c->ring.from[0].fd, 1) ||
+           peer_sent(c, c->xring.from[0].fd, 2) ||
            (c->shm.n > 0 && hvd__shm_peer_ahead(&c->shm));
+}
+
+int hvd__coll_watched_fd(const struct hvd_ctx *c, int cross)
+{
+    int fd = cross ? c->xring.from[0].fd : c->ring.from[0].fd;
+    return c->failed || (c->rings_ended & (cross ? 2 : 1)) ? -1 : fd;
 }
 
 void hvd__coll_cycle_start(struct hvd_ctx *c)

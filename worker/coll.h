@@ -84,6 +84,9 @@ void hvd__coll_log(const struct hvd_ctx *c);
 void hvd__coll_reset_abort(struct hvd_ctx *c);
 /* Whether another rank has started a collective this rank must join. */
 int hvd__coll_peer_started(struct hvd_ctx *c);
+/* The socket of the ring (cross: of host leaders) on which another rank
+ * starting a collective shows, or -1 once its sender has gone. */
+int hvd__coll_watched_fd(const struct hvd_ctx *c, int cross);
 /* A negotiation cycle starts (MPI: calls the other ranks into it). */
 void hvd__coll_cycle_start(struct hvd_ctx *c);
 /* How long the idle background thread may sleep before it must look for

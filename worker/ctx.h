@@ -128,9 +128,10 @@ struct hvd_ctx {
      * collective (engine.c's run_inline). Everything from here to the end
      * but what mu guards is its holder's. */
     pthread_mutex_t run_mu;
-    int inline_ok;  /* callers may run the engine (not under MPI) */
-    int parked;     /* the background thread sleeps without run_mu */
-    int peers_wake; /* and how the others' cycles wake it (HVD_SHM_WAKE_*) */
+    int inline_ok;   /* callers may run the engine (not under MPI) */
+    int parked;      /* the background thread sleeps without run_mu */
+    int peers_wake;  /* and how the others' cycles wake it (HVD_SHM_WAKE_*) */
+    int rings_ended; /* ring sockets whose sender left: 1 ring, 2 cross */
     /* Until when a caller that ran the engine counts as about to again. */
     _Atomic int64_t inline_until_us;
     /* Callers asleep until the background thread finishes their work. */

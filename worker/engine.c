@@ -728,14 +728,14 @@ static void *thread_main(void *arg)
         int64_t idle = hvd__coll_idle_us(c);
         if (idle >= 0 && (timeout < 0 || timeout > idle))
             timeout = idle;
-        int rings = !c->failed && c->peers_wake;
+        int rings = c->peers_wake;
         struct timespec ts = {(time_t)(timeout / 1000000),
                               (long)(timeout % 1000000) * 1000};
         struct pollfd p[5] = {
             {.fd = c->wake_fd, .events = POLLIN},
             {.fd = c->rdv_fd, .events = POLLIN},
-            {.fd = rings ? c->ring.from[0].fd : -1, .events = POLLIN},
-            {.fd = rings ? c->xring.from[0].fd : -1, .events = POLLIN},
+            {.fd = rings ? hvd__coll_watched_fd(c, 0) : -1, .events = POLLIN},
+            {.fd = rings ? hvd__coll_watched_fd(c, 1) : -1, .events = POLLIN},
             {.fd = c->shm.n > 0 && c->peers_wake ? c->shm.efd[c->shm.me] : -1,
              .events = POLLIN}};
         c->parked = 1;
