@@ -1,12 +1,12 @@
 /* HMAC-SHA256 through OpenSSL's EVP_MAC interface. */
-#include "auth.h"
+#include "common/auth.h"
 
 #include <openssl/core_names.h>
 #include <openssl/crypto.h>
 #include <openssl/evp.h>
 #include <string.h>
 
-#include "hvd_err.h"
+#include "common/hvd_err.h"
 
 int hvd_hmac(const uint8_t *key, size_t keylen,
              const struct hvd_mac_part *parts, int nparts,

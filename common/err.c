@@ -1,5 +1,5 @@
 /* Messages and names for the error table in hvd_err.h. */
-#include "hvd_err.h"
+#include "common/hvd_err.h"
 
 const char *hvd_strerror(int err)
 {

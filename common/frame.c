@@ -1,10 +1,10 @@
 /* Frame reader and header writer; see frame.h for the layout. */
-#include "frame.h"
+#include "common/frame.h"
 
 #include <stdlib.h>
 #include <string.h>
 
-#include "hvd_err.h"
+#include "common/hvd_err.h"
 
 void hvd_frame_reader_init(struct hvd_frame_reader *r, uint32_t max)
 {

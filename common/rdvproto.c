@@ -1,11 +1,11 @@
 /* Encoding, decoding and MAC checks of rendezvous messages. */
-#include "rdvproto.h"
+#include "common/rdvproto.h"
 
 #include <stdlib.h>
 #include <string.h>
 
-#include "hvd_err.h"
-#include "wire.h"
+#include "common/hvd_err.h"
+#include "common/wire.h"
 
 /* Appends MAC(secret, label, nonce, body) to the body in w and finishes
  * the frame. */

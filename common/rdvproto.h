@@ -5,7 +5,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "auth.h"
+#include "common/auth.h"
 
 #define HVD_RDV_VERSION 1u
 

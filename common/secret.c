@@ -1,10 +1,10 @@
 /* Job secret generation and hex encoding. */
-#include "secret.h"
+#include "common/secret.h"
 
 #include <errno.h>
 #include <sys/random.h>
 
-#include "hvd_err.h"
+#include "common/hvd_err.h"
 
 int hvd_secret_new(uint8_t out[HVD_SECRET_LEN])
 {

@@ -1,10 +1,10 @@
 /* Payload writer and reader for frames; see wire.h. */
-#include "wire.h"
+#include "common/wire.h"
 
 #include <stdlib.h>
 #include <string.h>
 
-#include "hvd_err.h"
+#include "common/hvd_err.h"
 
 void hvd_wbuf_init(struct hvd_wbuf *w)
 {

@@ -6,7 +6,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "frame.h"
+#include "common/frame.h"
 
 /*
  * The writer reserves room for a frame header at the front, so a finished

@@ -71,7 +71,7 @@ max_len() {
 }
 
 cflags="-std=c11 -D_GNU_SOURCE -g -O1 -fno-omit-frame-pointer -Wall -Wextra
--Werror -I. -Icommon -Ilauncher/lib"
+-Werror -I."
 san="-fsanitize=address,undefined -fno-sanitize-recover=undefined"
 
 mkdir -p "$build"

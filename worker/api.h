@@ -2,7 +2,7 @@
 #ifndef HVD_API_H
 #define HVD_API_H
 
-#include "include/hvd.h"
+#include "hvd.h"
 
 struct hvd_ctx;
 struct hvd_request;

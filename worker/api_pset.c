@@ -4,10 +4,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "api.h"
+#include "worker/api.h"
 #include "common/hvd_err.h"
-#include "ctx.h"
-#include "engine.h"
+#include "worker/ctx.h"
+#include "worker/engine.h"
 
 /* Runs a one-part op of kind among every rank and returns its answer
  * (the part's root afterwards), or a negative code. */

@@ -1,5 +1,5 @@
 /* Growable byte buffers (buf.h). */
-#include "buf.h"
+#include "worker/buf.h"
 
 #include <stdlib.h>
 

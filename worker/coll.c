@@ -1,7 +1,7 @@
 /* Collectives on the transport chosen at start-up (transport/: the TCP
  * ring, shared memory on one host, hierarchical across hosts, or MPI),
  * through its table, and the host topology that chooses it. */
-#include "coll.h"
+#include "worker/coll.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -12,9 +12,9 @@
 
 #include "common/envc.h"
 #include "common/hvd_err.h"
-#include "ctx.h"
-#include "setting.h"
-#include "transport/transport.h"
+#include "worker/ctx.h"
+#include "worker/setting.h"
+#include "worker/transport/transport.h"
 
 int hvd__topo_build(struct hvd_topo *t, int size, int rank,
                     const char *const *hosts)

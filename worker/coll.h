@@ -8,7 +8,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "include/hvd.h"
+#include "hvd.h"
 
 /* Which ranks share a host, from the peer table's host names. */
 struct hvd_topo {

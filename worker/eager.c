@@ -1,16 +1,16 @@
 /* Small allreduces carried with the negotiation (eager.h). */
-#include "eager.h"
+#include "worker/eager.h"
 
 #include <stdlib.h>
 #include <string.h>
 
-#include "buf.h"
+#include "worker/buf.h"
 #include "common/hvd_err.h"
-#include "coll.h"
-#include "ctx.h"
-#include "kernels/reduce.h"
-#include "negotiate.h"
-#include "transport/transport.h"
+#include "worker/coll.h"
+#include "worker/ctx.h"
+#include "worker/kernels/reduce.h"
+#include "worker/negotiate.h"
+#include "worker/transport/transport.h"
 
 /* Whether hvd__eager_run folds small tensors in the transport's order, so
  * that a tensor has the same bits whether it travelled or not: the TCP

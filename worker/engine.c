@@ -1,6 +1,6 @@
 /* The background thread: owns the sockets, runs collectives in the order
  * they were submitted, and turns a peer's failure into errors. */
-#include "engine.h"
+#include "worker/engine.h"
 
 #include <errno.h>
 #include <inttypes.h>
@@ -15,21 +15,21 @@
 
 #include "common/envc.h"
 #include "common/hvd_err.h"
-#include "ctx.h"
-#include "eager.h"
-#include "exec.h"
-#include "failure.h"
-#include "fusion.h"
-#include "gpu/device.h"
-#include "gpu/gpu.h"
-#include "join.h"
-#include "setting.h"
-#include "sock.h"
-#include "stall.h"
-#include "standin.h"
-#include "steady.h"
-#include "transport/transport.h"
-#include "wait.h"
+#include "worker/ctx.h"
+#include "worker/eager.h"
+#include "worker/exec.h"
+#include "worker/failure.h"
+#include "worker/fusion.h"
+#include "worker/gpu/device.h"
+#include "worker/gpu/gpu.h"
+#include "worker/join.h"
+#include "worker/setting.h"
+#include "worker/sock.h"
+#include "worker/stall.h"
+#include "worker/standin.h"
+#include "worker/steady.h"
+#include "worker/transport/transport.h"
+#include "worker/wait.h"
 
 static void finish_op(struct hvd_ctx *c, struct hvd_request *op)
 {

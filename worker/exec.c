@@ -1,15 +1,15 @@
 /* Runs negotiated host-memory collectives, and negotiation's gathers. */
-#include "exec.h"
+#include "worker/exec.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "common/hvd_err.h"
-#include "buf.h"
-#include "ctx.h"
-#include "kernels/adasum.h"
-#include "kernels/reduce.h"
+#include "worker/buf.h"
+#include "worker/ctx.h"
+#include "worker/kernels/adasum.h"
+#include "worker/kernels/reduce.h"
 
 int hvd__exec_counts(struct hvd_ctx *c, struct hvd_work *w, size_t *total,
                      char *err, size_t errlen)

@@ -1,6 +1,6 @@
 /* Failures of other ranks: heard from the rendezvous server, seen on the
  * ring, and told to the server so that every rank learns of them. */
-#include "failure.h"
+#include "worker/failure.h"
 
 #include <errno.h>
 #include <poll.h>
@@ -12,9 +12,9 @@
 
 #include "common/hvd_err.h"
 #include "common/rdvproto.h"
-#include "ctx.h"
-#include "sock.h"
-#include "wait.h"
+#include "worker/ctx.h"
+#include "worker/sock.h"
+#include "worker/wait.h"
 
 /* How long a collective may go on after another rank's failure was
  * announced, for data that was already on its way. */

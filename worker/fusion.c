@@ -2,14 +2,14 @@
  * one buffer and reduced together, then unpacked. Packing keeps every
  * element on the path it would take alone, so fused results are the same
  * bits as unfused ones. */
-#include "fusion.h"
+#include "worker/fusion.h"
 
 #include <stdlib.h>
 #include <string.h>
 
-#include "buf.h"
+#include "worker/buf.h"
 #include "common/hvd_err.h"
-#include "ctx.h"
+#include "worker/ctx.h"
 
 /* Small tensors travel whole and are folded in rank order: concatenated,
  * they are folded the same way. */

@@ -1,6 +1,6 @@
 /* hvd_init's meeting: read the env contract, register with the
  * rendezvous server, and connect the ring of data sockets. */
-#include "join.h"
+#include "worker/join.h"
 
 #include <errno.h>
 #include <poll.h>
@@ -16,11 +16,11 @@
 #include "common/hvd_err.h"
 #include "common/rdvproto.h"
 #include "common/secret.h"
-#include "ctx.h"
+#include "worker/ctx.h"
 #include "hvd_build.h"
-#include "sock.h"
-#include "transport/transport.h"
-#include "wait.h"
+#include "worker/sock.h"
+#include "worker/transport/transport.h"
+#include "worker/wait.h"
 
 /* Hellos on the ring of all ranks and on the ring of host leaders. */
 #define PEER_MAGIC 0x48564450u  /* "HVDP" */

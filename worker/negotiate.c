@@ -1,6 +1,6 @@
 /* The negotiation table: requests per name until every rank has asked,
  * then one response, the same on every rank. */
-#include "negotiate.h"
+#include "worker/negotiate.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -8,7 +8,7 @@
 #include <time.h>
 
 #include "common/wire.h"
-#include "pset.h"
+#include "worker/pset.h"
 
 static int64_t now_us(void)
 {

@@ -6,7 +6,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "include/hvd.h"
+#include "hvd.h"
 
 enum hvd_req_kind {
     HVD_REQ_ALLREDUCE = 0,

@@ -1,11 +1,11 @@
 /* The process set table. */
-#include "pset.h"
+#include "worker/pset.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "include/hvd.h"
+#include "hvd.h"
 
 static int *sequence(int size)
 {

@@ -1,5 +1,5 @@
 /* Settings from the environment (setting.h). */
-#include "setting.h"
+#include "worker/setting.h"
 
 #include <stdlib.h>
 

@@ -1,5 +1,5 @@
 /* Socket helpers: connect/accept/send/recv with deadlines, tuning. */
-#include "sock.h"
+#include "worker/sock.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
@@ -14,7 +14,7 @@
 #include <unistd.h>
 
 #include "common/hvd_err.h"
-#include "wait.h"
+#include "worker/wait.h"
 
 /* Waits for events on fd until the deadline: 1 ready, 0 timed out. */
 static int wait_fd(int fd, short events, int64_t deadline)

@@ -1,14 +1,14 @@
 /* The stall inspector: rank 0 names the ranks that hold tensors up and,
  * after the shutdown time, makes every rank give up on them. */
-#include "stall.h"
+#include "worker/stall.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "ctx.h"
-#include "sock.h"
-#include "wait.h"
+#include "worker/ctx.h"
+#include "worker/sock.h"
+#include "worker/wait.h"
 
 struct stall_scan {
     struct hvd_ctx *c;

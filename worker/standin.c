@@ -1,13 +1,13 @@
 /* Stand-ins for collectives a rank must take part in without data. */
-#include "standin.h"
+#include "worker/standin.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "ctx.h"
-#include "gpu/gpu.h"
-#include "kernels/reduce.h"
+#include "worker/ctx.h"
+#include "worker/gpu/gpu.h"
+#include "worker/kernels/reduce.h"
 
 /* What a stand-in owns (its request's standin). */
 struct hvd_standin {

@@ -1,19 +1,19 @@
 /* The steady exchange of a negotiation cycle through local rank 0
  * (steady.h). */
-#include "steady.h"
+#include "worker/steady.h"
 
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "buf.h"
-#include "coll.h"
+#include "worker/buf.h"
+#include "worker/coll.h"
 #include "common/hvd_err.h"
-#include "ctx.h"
-#include "eager.h"
-#include "transport/shm.h"
-#include "transport/transport.h"
+#include "worker/ctx.h"
+#include "worker/eager.h"
+#include "worker/transport/shm.h"
+#include "worker/transport/transport.h"
 
 /* A slot holds u64 length then the message; a length of NONE says the
  * message did not fit. The result slot holds u32 alike, u32 folded bytes,

@@ -5,7 +5,7 @@
  * with one pwrite over the previous closing bracket, followed by a new
  * one.
  */
-#include "timeline.h"
+#include "worker/timeline.h"
 
 #include <fcntl.h>
 #include <stdio.h>

@@ -1,5 +1,5 @@
 /* The clock and the pieces every wait loop shares (wait.h). */
-#include "wait.h"
+#include "worker/wait.h"
 
 #include <time.h>
 

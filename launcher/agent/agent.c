@@ -1,5 +1,5 @@
 /* hvd-agent: reads the job from its launcher, runs and reports its ranks. */
-#include "agent.h"
+#include "launcher/agent/agent.h"
 
 #include <errno.h>
 #include <signal.h>
@@ -10,14 +10,14 @@
 #include <termios.h>
 #include <unistd.h>
 
-#include "env.h"
+#include "launcher/lib/env.h"
 #include "common/envc.h"
-#include "errcode.h"
-#include "log.h"
+#include "launcher/lib/errcode.h"
+#include "launcher/lib/log.h"
 #include "common/wire.h"
 #include "hvd_version.h"
-#include "loop.h"
-#include "net.h"
+#include "launcher/lib/loop.h"
+#include "launcher/lib/net.h"
 
 struct send_req {
     uv_write_t req;

@@ -8,8 +8,8 @@
 #include <uv.h>
 
 #include "common/frame.h"
-#include "proto.h"
-#include "rankpipe.h"
+#include "launcher/lib/proto.h"
+#include "launcher/lib/rankpipe.h"
 
 /* Longest line sent whole; longer lines arrive in pieces of this size. */
 #define AGENT_LINE_MAX (8u * 1024 * 1024)

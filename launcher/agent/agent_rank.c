@@ -1,6 +1,6 @@
 /* hvd-agent's ranks: start them, stream their output, reap and stop them. */
-#include "agent.h"
-#include "bind.h"
+#include "launcher/agent/agent.h"
+#include "launcher/lib/bind.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -10,11 +10,11 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "env.h"
+#include "launcher/lib/env.h"
 #include "common/envc.h"
 #include "common/hvd_err.h"
 #include "common/wire.h"
-#include "spawn.h"
+#include "launcher/lib/spawn.h"
 
 static void on_drain_timeout(uv_timer_t *t);
 

@@ -1,5 +1,5 @@
 /* horovodrun's command line: the parser over the option table, --help. */
-#include "cli.h"
+#include "launcher/horovodrun/cli.h"
 
 #include <errno.h>
 #include <math.h>
@@ -9,10 +9,10 @@
 #include <strings.h>
 
 #include "common/envc.h"
-#include "config.h"
+#include "launcher/horovodrun/config.h"
 #include "hvd_build.h"
 #include "hvd_version.h"
-#include "srun.h"
+#include "launcher/link/srun.h"
 
 #define USAGE                                                                  \
     "usage: horovodrun -np N [-H host:slots,...] [options] command "           \

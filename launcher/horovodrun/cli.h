@@ -5,8 +5,8 @@
 #include <stddef.h>
 #include <stdio.h>
 
-#include "bind.h"
-#include "strvec.h"
+#include "launcher/lib/bind.h"
+#include "launcher/lib/strvec.h"
 
 /* How agents on other hosts are started (--launcher). */
 enum hr_launcher {

@@ -1,5 +1,5 @@
 /* horovodrun's option table, each option's checks and what it exports. */
-#include "cli.h"
+#include "launcher/horovodrun/cli.h"
 
 #include <errno.h>
 #include <math.h>
@@ -8,8 +8,8 @@
 #include <string.h>
 
 #include "common/envc.h"
-#include "ranklist.h"
-#include "tty.h"
+#include "launcher/lib/ranklist.h"
+#include "launcher/horovodrun/tty.h"
 
 static int opt_np(struct hr_opts *o, const char *arg, char *err, size_t n)
 {

@@ -1,5 +1,5 @@
 /* horovodrun logs, attach and stop: a reader of a detached job. */
-#include "client.h"
+#include "launcher/horovodrun/client.h"
 
 #include <errno.h>
 #include <getopt.h>
@@ -11,20 +11,20 @@
 #include <unistd.h>
 #include <uv.h>
 
-#include "cli.h"
+#include "launcher/horovodrun/cli.h"
 #include "common/frame.h"
 #include "common/wire.h"
-#include "ctl.h"
-#include "errcode.h"
-#include "jobdir.h"
-#include "keep.h"
-#include "linesplit.h"
-#include "log.h"
-#include "loop.h"
-#include "output.h"
-#include "proto.h"
-#include "summary.h"
-#include "tty.h"
+#include "launcher/horovodrun/ctl.h"
+#include "launcher/lib/errcode.h"
+#include "launcher/horovodrun/jobdir.h"
+#include "launcher/horovodrun/keep.h"
+#include "launcher/lib/linesplit.h"
+#include "launcher/lib/log.h"
+#include "launcher/lib/loop.h"
+#include "launcher/horovodrun/output.h"
+#include "launcher/lib/proto.h"
+#include "launcher/horovodrun/summary.h"
+#include "launcher/horovodrun/tty.h"
 
 enum mode { LOGS, ATTACH, STOP };
 

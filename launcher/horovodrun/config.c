@@ -1,5 +1,5 @@
 /* horovodrun --config-file: Horovod's YAML layout, read with libyaml. */
-#include "config.h"
+#include "launcher/horovodrun/config.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -7,7 +7,7 @@
 #include <strings.h>
 #include <yaml.h>
 
-#include "errcode.h"
+#include "launcher/lib/errcode.h"
 
 /* How a key's value becomes an option. */
 enum key_kind {

@@ -4,7 +4,7 @@
 
 #include <stddef.h>
 
-#include "cli.h"
+#include "launcher/horovodrun/cli.h"
 
 /*
  * Applies the settings of the YAML file at path to o through the options

@@ -1,5 +1,5 @@
 /* The control socket's messages: encoders (decoding is hvd_rbuf's). */
-#include "ctl.h"
+#include "launcher/horovodrun/ctl.h"
 
 #include <stdlib.h>
 

@@ -9,7 +9,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "keep.h"
+#include "launcher/horovodrun/keep.h"
 
 enum hr_ctl_msg {
     /* client: u8 follow, i32 rank (-1: all), i32 tail (-1: all kept) */

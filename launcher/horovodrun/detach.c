@@ -1,5 +1,5 @@
 /* horovodrun --detach: fork, a new session, and the word that it runs. */
-#include "detach.h"
+#include "launcher/horovodrun/detach.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -10,9 +10,9 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "log.h"
-#include "serve.h"
-#include "summary.h"
+#include "launcher/lib/log.h"
+#include "launcher/horovodrun/serve.h"
+#include "launcher/horovodrun/summary.h"
 
 /* Copies the controller's messages to stderr until it is ready or gone;
  * returns horovodrun's exit code. */

@@ -6,10 +6,10 @@
 
 #include <uv.h>
 
-#include "cli.h"
-#include "jobdir.h"
-#include "output.h"
-#include "plan.h"
+#include "launcher/horovodrun/cli.h"
+#include "launcher/horovodrun/jobdir.h"
+#include "launcher/horovodrun/output.h"
+#include "launcher/lib/plan.h"
 
 struct hr_serve;
 

@@ -1,5 +1,5 @@
 /* The Gloo store's configuration: allowed peers, scopes and limits. */
-#include "gloo_store.h"
+#include "launcher/horovodrun/gloo_store.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
@@ -12,7 +12,7 @@
 #include <string.h>
 #include <sys/socket.h>
 
-#include "errmsg.h"
+#include "launcher/lib/errmsg.h"
 #include "common/hvd_err.h"
 
 /*

@@ -1,5 +1,5 @@
 /* Horovod's Gloo rendezvous: a bounded HTTP key-value store. */
-#include "gloo_store.h"
+#include "launcher/horovodrun/gloo_store.h"
 
 #include <errno.h>
 #include <limits.h>
@@ -17,9 +17,9 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include "errmsg.h"
-#include "errcode.h"
-#include "log.h"
+#include "launcher/lib/errmsg.h"
+#include "launcher/lib/errcode.h"
+#include "launcher/lib/log.h"
 #include "common/secret.h"
 
 /* Refusals logged one by one; the rest are counted, and told at close. */

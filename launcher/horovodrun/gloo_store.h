@@ -5,8 +5,8 @@
 #include <stddef.h>
 #include <sys/socket.h>
 
-#include "hostspec.h"
-#include "plan.h"
+#include "launcher/lib/hostspec.h"
+#include "launcher/lib/plan.h"
 
 /*
  * Ranks that link real Horovod (built with Gloo) meet through this store:

@@ -1,5 +1,5 @@
 /* horovodrun's job controller: one agent per host, fail-fast, summary. */
-#include "job.h"
+#include "launcher/horovodrun/job.h"
 
 #include <errno.h>
 #include <limits.h>
@@ -10,23 +10,23 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "env.h"
+#include "launcher/lib/env.h"
 #include "common/envc.h"
-#include "errcode.h"
-#include "linesplit.h"
-#include "log.h"
-#include "proto.h"
+#include "launcher/lib/errcode.h"
+#include "launcher/lib/linesplit.h"
+#include "launcher/lib/log.h"
+#include "launcher/lib/proto.h"
 #include "common/wire.h"
-#include "gloo_store.h"
-#include "link.h"
-#include "loop.h"
-#include "net.h"
-#include "spawn.h"
-#include "srun.h"
-#include "ssh.h"
-#include "startup.h"
-#include "detach.h"
-#include "serve.h"
+#include "launcher/horovodrun/gloo_store.h"
+#include "launcher/link/link.h"
+#include "launcher/lib/loop.h"
+#include "launcher/lib/net.h"
+#include "launcher/lib/spawn.h"
+#include "launcher/link/srun.h"
+#include "launcher/link/ssh.h"
+#include "launcher/horovodrun/startup.h"
+#include "launcher/horovodrun/detach.h"
+#include "launcher/horovodrun/serve.h"
 
 extern char **environ;
 

@@ -5,17 +5,17 @@
 #include <stdint.h>
 #include <uv.h>
 
-#include "cli.h"
+#include "launcher/horovodrun/cli.h"
 #include "common/frame.h"
-#include "hostspec.h"
-#include "plan.h"
+#include "launcher/lib/hostspec.h"
+#include "launcher/lib/plan.h"
 #include "common/secret.h"
-#include "strvec.h"
-#include "link.h"
-#include "output.h"
-#include "rdv.h"
-#include "stdin_reader.h"
-#include "summary.h"
+#include "launcher/lib/strvec.h"
+#include "launcher/link/link.h"
+#include "launcher/horovodrun/output.h"
+#include "launcher/horovodrun/rdv.h"
+#include "launcher/horovodrun/stdin_reader.h"
+#include "launcher/horovodrun/summary.h"
 
 struct hr_gloo_store;
 struct hr_serve;

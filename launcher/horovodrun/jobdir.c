@@ -1,5 +1,5 @@
 /* Where detached jobs live: folders of small text files, one per job. */
-#include "jobdir.h"
+#include "launcher/horovodrun/jobdir.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -11,7 +11,7 @@
 #include <unistd.h>
 
 #include "common/secret.h"
-#include "errcode.h"
+#include "launcher/lib/errcode.h"
 
 static int check_dir(const char *path, char *err, size_t errlen)
 {

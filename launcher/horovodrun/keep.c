@@ -1,12 +1,12 @@
 /* A detached job's kept output: per-rank lists of lines, bounded. */
-#include "keep.h"
+#include "launcher/horovodrun/keep.h"
 
 #include <stdlib.h>
 #include <string.h>
 
 #include "common/hvd_err.h"
-#include "linesplit.h"
-#include "proto.h"
+#include "launcher/lib/linesplit.h"
+#include "launcher/lib/proto.h"
 
 /* What a line counts against the bound: empty lines too. */
 #define COST(len) ((len) + sizeof(struct hr_keep_rec))

@@ -4,16 +4,16 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "cli.h"
-#include "client.h"
-#include "detach.h"
-#include "hostspec.h"
-#include "errcode.h"
-#include "log.h"
-#include "plan.h"
-#include "job.h"
-#include "mpirun.h"
-#include "srun.h"
+#include "launcher/horovodrun/cli.h"
+#include "launcher/horovodrun/client.h"
+#include "launcher/horovodrun/detach.h"
+#include "launcher/lib/hostspec.h"
+#include "launcher/lib/errcode.h"
+#include "launcher/lib/log.h"
+#include "launcher/lib/plan.h"
+#include "launcher/horovodrun/job.h"
+#include "launcher/horovodrun/mpirun.h"
+#include "launcher/link/srun.h"
 
 int main(int argc, char **argv)
 {

@@ -1,5 +1,5 @@
 /* Builds mpirun's command line for horovodrun --mpi. */
-#include "mpicmd.h"
+#include "launcher/horovodrun/mpicmd.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -8,7 +8,7 @@
 #include <unistd.h>
 
 #include "common/envc.h"
-#include "errcode.h"
+#include "launcher/lib/errcode.h"
 
 extern char **environ;
 

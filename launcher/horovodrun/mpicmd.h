@@ -5,10 +5,10 @@
 #include <limits.h>
 #include <stddef.h>
 
-#include "cli.h"
-#include "hostspec.h"
-#include "plan.h"
-#include "strvec.h"
+#include "launcher/horovodrun/cli.h"
+#include "launcher/lib/hostspec.h"
+#include "launcher/lib/plan.h"
+#include "launcher/lib/strvec.h"
 
 /*
  * Splits s into words as a POSIX shell splits a command line: blanks

@@ -1,8 +1,8 @@
 /* horovodrun --mpi: runs mpirun and turns its output into ours. */
-#include "mpirun.h"
+#include "launcher/horovodrun/mpirun.h"
 
-#include "detach.h"
-#include "serve.h"
+#include "launcher/horovodrun/detach.h"
+#include "launcher/horovodrun/serve.h"
 
 #include <errno.h>
 #include <limits.h>
@@ -13,23 +13,23 @@
 #include <unistd.h>
 #include <uv.h>
 
-#include "agent.h"
+#include "launcher/agent/agent.h"
 #include "common/envc.h"
-#include "detach.h"
-#include "errcode.h"
-#include "log.h"
-#include "proto.h"
+#include "launcher/horovodrun/detach.h"
+#include "launcher/lib/errcode.h"
+#include "launcher/lib/log.h"
+#include "launcher/lib/proto.h"
 #include "hvd_build.h"
-#include "job.h"
-#include "link.h"
-#include "loop.h"
-#include "mpicmd.h"
-#include "mpiwire.h"
-#include "net.h"
-#include "output.h"
-#include "serve.h"
-#include "spawn.h"
-#include "stdin_reader.h"
+#include "launcher/horovodrun/job.h"
+#include "launcher/link/link.h"
+#include "launcher/lib/loop.h"
+#include "launcher/horovodrun/mpicmd.h"
+#include "launcher/lib/mpiwire.h"
+#include "launcher/lib/net.h"
+#include "launcher/horovodrun/output.h"
+#include "launcher/horovodrun/serve.h"
+#include "launcher/lib/spawn.h"
+#include "launcher/horovodrun/stdin_reader.h"
 
 extern char **environ;
 

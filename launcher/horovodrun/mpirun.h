@@ -2,9 +2,9 @@
 #ifndef HR_MPIRUN_H
 #define HR_MPIRUN_H
 
-#include "cli.h"
-#include "hostspec.h"
-#include "plan.h"
+#include "launcher/horovodrun/cli.h"
+#include "launcher/lib/hostspec.h"
+#include "launcher/lib/plan.h"
 
 /*
  * Runs the job with mpirun: every rank inside hvd-mpi-rank, whose records

@@ -1,5 +1,5 @@
 /* Writes rank lines whole to the terminal and raw to per-rank files. */
-#include "output.h"
+#include "launcher/horovodrun/output.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -11,9 +11,9 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "errcode.h"
-#include "linesplit.h"
-#include "proto.h"
+#include "launcher/lib/errcode.h"
+#include "launcher/lib/linesplit.h"
+#include "launcher/lib/proto.h"
 
 /* Lines are packed into chunks of this size; a longer line gets a chunk of
  * its own. */

@@ -8,9 +8,9 @@
 #include <time.h>
 #include <uv.h>
 
-#include "cli.h"
-#include "plan.h"
-#include "tty.h"
+#include "launcher/horovodrun/cli.h"
+#include "launcher/lib/plan.h"
+#include "launcher/horovodrun/tty.h"
 
 /*
  * Terminal output is queued and written by libuv's thread pool with plain

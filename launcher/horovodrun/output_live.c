@@ -1,14 +1,14 @@
 /* Progress lines: a status block redrawn in place, or rate-limited lines. */
-#include "output.h"
+#include "launcher/horovodrun/output.h"
 
 #include <stdlib.h>
 #include <string.h>
 
-#include "errcode.h"
-#include "linesplit.h"
-#include "log.h"
-#include "proto.h"
-#include "ranklist.h"
+#include "launcher/lib/errcode.h"
+#include "launcher/lib/linesplit.h"
+#include "launcher/lib/log.h"
+#include "launcher/lib/proto.h"
+#include "launcher/lib/ranklist.h"
 
 /* A terminal's block is drawn at most this often. */
 #define REDRAW_MS 100

@@ -5,10 +5,10 @@
 #include <string.h>
 #include <time.h>
 
-#include "client.h"
-#include "jobdir.h"
-#include "log.h"
-#include "summary.h"
+#include "launcher/horovodrun/client.h"
+#include "launcher/horovodrun/jobdir.h"
+#include "launcher/lib/log.h"
+#include "launcher/horovodrun/summary.h"
 
 struct jobs {
     struct hr_jobinfo *v;

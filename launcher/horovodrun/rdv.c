@@ -1,6 +1,6 @@
 /* Rendezvous server: authenticates ranks, hands out the peer table, and
  * relays failures so that every rank learns which peer died. */
-#include "rdv.h"
+#include "launcher/horovodrun/rdv.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -8,7 +8,7 @@
 #include <sys/resource.h>
 
 #include "common/hvd_err.h"
-#include "log.h"
+#include "launcher/lib/log.h"
 #include "common/wire.h"
 
 /*

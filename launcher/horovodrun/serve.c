@@ -1,5 +1,5 @@
 /* A detached job's control socket: kept output, readers, stop requests. */
-#include "serve.h"
+#include "launcher/horovodrun/serve.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -14,12 +14,12 @@
 
 #include "common/frame.h"
 #include "common/wire.h"
-#include "ctl.h"
-#include "errcode.h"
-#include "jobdir.h"
-#include "linesplit.h"
-#include "log.h"
-#include "proto.h"
+#include "launcher/horovodrun/ctl.h"
+#include "launcher/lib/errcode.h"
+#include "launcher/horovodrun/jobdir.h"
+#include "launcher/lib/linesplit.h"
+#include "launcher/lib/log.h"
+#include "launcher/lib/proto.h"
 
 /* How long the end waits for its readers to take it. */
 #define END_WAIT_MS 2000

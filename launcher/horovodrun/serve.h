@@ -10,8 +10,8 @@
 #include <stdint.h>
 #include <uv.h>
 
-#include "keep.h"
-#include "plan.h"
+#include "launcher/horovodrun/keep.h"
+#include "launcher/lib/plan.h"
 
 /* Bytes queued for one reader beyond which its lines are skipped. */
 #define HR_SERVE_BACKLOG (4u * 1024 * 1024)

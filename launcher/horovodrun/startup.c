@@ -1,11 +1,11 @@
 /* Says what a starting job waits for: hosts' agents, then ranks. */
-#include "startup.h"
+#include "launcher/horovodrun/startup.h"
 
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
 
-#include "job.h"
+#include "launcher/horovodrun/job.h"
 
 /* Names listed before "and N more". */
 #define MAX_NAMED 3

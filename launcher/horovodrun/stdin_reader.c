@@ -1,5 +1,5 @@
 /* horovodrun's stdin, read in the thread pool (see stdin_reader.h). */
-#include "stdin_reader.h"
+#include "launcher/horovodrun/stdin_reader.h"
 
 #include <unistd.h>
 

@@ -1,12 +1,12 @@
 /* The failure summary: the one line that names the failed rank. */
-#include "summary.h"
+#include "launcher/horovodrun/summary.h"
 
 #include <errno.h>
 #include <stdio.h>
 #include <string.h>
 
-#include "log.h"
-#include "proto.h"
+#include "launcher/lib/log.h"
+#include "launcher/lib/proto.h"
 
 /* A rank that exits with an error code is often only the echo of another
  * rank's death or a lost host (its collectives failed): a death by a

@@ -1,5 +1,5 @@
 /* Reads the terminal's capabilities from terminfo (ncurses' low level). */
-#include "tty.h"
+#include "launcher/horovodrun/tty.h"
 
 #include <stdio.h>
 #include <stdlib.h>

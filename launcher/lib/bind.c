@@ -1,7 +1,7 @@
 /* Sharing a host's CPUs among its ranks: whole cores to each rank, so that
  * a rank's threads and the data loaders it starts stay on its share and
  * two ranks never share a core's hardware threads. */
-#include "bind.h"
+#include "launcher/lib/bind.h"
 
 #include <errno.h>
 #include <stdio.h>

@@ -1,5 +1,5 @@
 /* Env contract values for a rank, and GPU selection. */
-#include "env.h"
+#include "launcher/lib/env.h"
 
 #include <dirent.h>
 #include <stdio.h>

@@ -4,8 +4,8 @@
 
 #include <stddef.h>
 
-#include "plan.h"
-#include "strvec.h"
+#include "launcher/lib/plan.h"
+#include "launcher/lib/strvec.h"
 
 struct hvd_endpoints {
     const char *rdv_addr; /* rendezvous server */

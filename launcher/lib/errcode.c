@@ -1,5 +1,5 @@
 /* Messages and names of the launcher's error codes (errcode.h). */
-#include "errcode.h"
+#include "launcher/lib/errcode.h"
 
 const char *hr_err_str(int err)
 {

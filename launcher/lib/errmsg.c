@@ -1,5 +1,5 @@
 /* One-line error messages of the parsers: formatting and quoting input. */
-#include "errmsg.h"
+#include "launcher/lib/errmsg.h"
 
 #include <stdarg.h>
 #include <stdio.h>

@@ -1,5 +1,5 @@
 /* Host lists from -H specs and hostfiles. */
-#include "hostspec.h"
+#include "launcher/lib/hostspec.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -9,8 +9,8 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "errmsg.h"
-#include "errcode.h"
+#include "launcher/lib/errmsg.h"
+#include "launcher/lib/errcode.h"
 
 /* Largest hostfile we read; anything bigger is not a list of machines. */
 #define HOSTFILE_MAX ((size_t)16 << 20)

@@ -1,5 +1,5 @@
 /* Splits a byte stream into lines ended by \n, \r or \r\n. */
-#include "linesplit.h"
+#include "launcher/lib/linesplit.h"
 
 #include <stdint.h>
 #include <stdlib.h>

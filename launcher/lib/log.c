@@ -1,5 +1,5 @@
 /* Prefixed one-line messages, each written to stderr with one write. */
-#include "log.h"
+#include "launcher/lib/log.h"
 
 #include <errno.h>
 #include <pthread.h>

@@ -1,5 +1,5 @@
 /* Event-loop skeleton: signal handles, closing everything, the last exit. */
-#include "loop.h"
+#include "launcher/lib/loop.h"
 
 #include <stdio.h>
 #include <unistd.h>

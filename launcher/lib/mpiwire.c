@@ -1,5 +1,5 @@
 /* hvd-mpi-rank's records and the tags of mpirun --tag-output. */
-#include "mpiwire.h"
+#include "launcher/lib/mpiwire.h"
 
 #include <limits.h>
 #include <stdio.h>
@@ -7,8 +7,8 @@
 #include <string.h>
 
 #include "common/hvd_err.h"
-#include "linesplit.h"
-#include "proto.h"
+#include "launcher/lib/linesplit.h"
+#include "launcher/lib/proto.h"
 
 enum { S_LINE, S_DATA, S_TAG };
 

@@ -1,5 +1,5 @@
 /* Local-host detection, free ports, interface and route addresses. */
-#include "net.h"
+#include "launcher/lib/net.h"
 
 #include <arpa/inet.h>
 #include <ifaddrs.h>

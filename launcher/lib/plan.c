@@ -1,11 +1,11 @@
 /* The rank plan: which rank runs where, Horovod's way. */
-#include "plan.h"
+#include "launcher/lib/plan.h"
 
 #include <limits.h>
 #include <stdint.h>
 #include <stdlib.h>
 
-#include "errcode.h"
+#include "launcher/lib/errcode.h"
 
 int hvd_plan_build(struct hvd_plan *p, const struct hvd_hostlist *hl, int np)
 {

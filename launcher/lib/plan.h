@@ -2,7 +2,7 @@
 #ifndef HVD_PLAN_H
 #define HVD_PLAN_H
 
-#include "hostspec.h"
+#include "launcher/lib/hostspec.h"
 
 struct hvd_slot {
     int rank;

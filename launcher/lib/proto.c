@@ -1,5 +1,5 @@
 /* Job spec encoding and validating decoder for the agent channel. */
-#include "proto.h"
+#include "launcher/lib/proto.h"
 
 #include <stdlib.h>
 #include <string.h>

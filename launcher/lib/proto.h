@@ -5,7 +5,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "strvec.h"
+#include "launcher/lib/strvec.h"
 
 #define HVD_PROTO_VERSION 1u
 

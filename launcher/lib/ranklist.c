@@ -1,5 +1,5 @@
 /* Parses rank lists ("0,4-7") into one flag per rank. */
-#include "ranklist.h"
+#include "launcher/lib/ranklist.h"
 
 #include <ctype.h>
 #include <errno.h>

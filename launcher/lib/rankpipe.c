@@ -1,5 +1,5 @@
 /* A rank's stdout or stderr pipe, read and cut into lines for its owner. */
-#include "rankpipe.h"
+#include "launcher/lib/rankpipe.h"
 
 #include <errno.h>
 #include <unistd.h>

@@ -5,7 +5,7 @@
 #include <stddef.h>
 #include <uv.h>
 
-#include "linesplit.h"
+#include "launcher/lib/linesplit.h"
 
 /*
  * What the pipes of one program share. The callbacks get the ctx of the

@@ -1,5 +1,5 @@
 /* Slurm allocations: node list expressions and tasks per node. */
-#include "slurm.h"
+#include "launcher/lib/slurm.h"
 
 #include <stdarg.h>
 #include <stdint.h>
@@ -7,8 +7,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "errmsg.h"
-#include "errcode.h"
+#include "launcher/lib/errmsg.h"
+#include "launcher/lib/errcode.h"
 
 /* Numbers in brackets stop here; node numbers are never this large. */
 #define NUM_MAX 999999999999999999ULL

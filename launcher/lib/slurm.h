@@ -4,8 +4,8 @@
 
 #include <stddef.h>
 
-#include "hostspec.h"
-#include "strvec.h"
+#include "launcher/lib/hostspec.h"
+#include "launcher/lib/strvec.h"
 
 /*
  * Most host names one node list may expand to, and most nodes one tasks per

@@ -1,5 +1,5 @@
 /* fork/exec of rank processes with exec errors reported back by pipe. */
-#include "spawn.h"
+#include "launcher/lib/spawn.h"
 
 #include <errno.h>
 #include <fcntl.h>

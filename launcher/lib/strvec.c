@@ -1,5 +1,5 @@
 /* Growable NULL-terminated vectors of owned strings (argv, envp). */
-#include "strvec.h"
+#include "launcher/lib/strvec.h"
 
 #include <stdarg.h>
 #include <stdint.h>

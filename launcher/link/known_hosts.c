@@ -1,6 +1,6 @@
 /* Host key policy: known keys pass, changed keys are refused, unknown keys
  * are refused unless the user asked to accept new ones. */
-#include "known_hosts.h"
+#include "launcher/link/known_hosts.h"
 
 #include <errno.h>
 #include <fcntl.h>

@@ -9,7 +9,7 @@
 #include <uv.h>
 
 #include "common/frame.h"
-#include "strvec.h"
+#include "launcher/lib/strvec.h"
 
 struct hr_agent;
 struct hr_job;

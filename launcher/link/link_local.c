@@ -4,8 +4,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "log.h"
-#include "link.h"
+#include "launcher/lib/log.h"
+#include "launcher/link/link.h"
 
 struct send_req {
     uv_write_t req;

@@ -2,10 +2,10 @@
 #include <stdlib.h>
 
 #include "common/envc.h"
-#include "errmsg.h"
-#include "errcode.h"
-#include "slurm.h"
-#include "srun.h"
+#include "launcher/lib/errmsg.h"
+#include "launcher/lib/errcode.h"
+#include "launcher/lib/slurm.h"
+#include "launcher/link/srun.h"
 
 const char *hr_slurm_nodelist_var(void)
 {

@@ -4,8 +4,8 @@
 
 #include <stddef.h>
 
-#include "hostspec.h"
-#include "strvec.h"
+#include "launcher/lib/hostspec.h"
+#include "launcher/lib/strvec.h"
 
 /* The node list variable of this process's allocation (SLURM_JOB_NODELIST,
  * else the older SLURM_NODELIST), or NULL outside an allocation. */

@@ -1,7 +1,7 @@
 /* One non-blocking libssh2 session per remote host, driven by uv_poll:
  * resolve, connect, handshake, host key, authentication, then the agent's
  * channel carries frames both ways. */
-#include "ssh.h"
+#include "launcher/link/ssh.h"
 
 #include <errno.h>
 #include <libssh2.h>
@@ -17,9 +17,9 @@
 #include <unistd.h>
 #include <uv.h>
 
-#include "log.h"
-#include "known_hosts.h"
-#include "link.h"
+#include "launcher/lib/log.h"
+#include "launcher/link/known_hosts.h"
+#include "launcher/link/link.h"
 
 enum stage {
     ST_IDLE,

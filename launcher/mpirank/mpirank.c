@@ -10,15 +10,15 @@
 #include <unistd.h>
 #include <uv.h>
 
-#include "agent.h"
-#include "env.h"
+#include "launcher/agent/agent.h"
+#include "launcher/lib/env.h"
 #include "common/envc.h"
-#include "hostspec.h"
-#include "plan.h"
-#include "proto.h"
-#include "loop.h"
-#include "mpiwire.h"
-#include "rankpipe.h"
+#include "launcher/lib/hostspec.h"
+#include "launcher/lib/plan.h"
+#include "launcher/lib/proto.h"
+#include "launcher/lib/loop.h"
+#include "launcher/lib/mpiwire.h"
+#include "launcher/lib/rankpipe.h"
 
 #define PROG "hvd-mpi-rank"
 #define USAGE                                                                  \

@@ -6,8 +6,8 @@
 #include <string.h>
 
 #include "check.h"
-#include "hostspec.h"
-#include "errcode.h"
+#include "launcher/lib/hostspec.h"
+#include "launcher/lib/errcode.h"
 
 /*
  * Input layout: byte 0 picks what is parsed (low two bits: a -H spec, a

@@ -6,7 +6,7 @@
 
 #include "check.h"
 #include "common/hvd_err.h"
-#include "linesplit.h"
+#include "launcher/lib/linesplit.h"
 
 /*
  * Input layout: bytes 0-1 pick the line limit (0: the default), bytes 2-3

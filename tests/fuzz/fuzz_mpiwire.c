@@ -6,7 +6,7 @@
 
 #include "check.h"
 #include "common/hvd_err.h"
-#include "proto.h"
+#include "launcher/lib/proto.h"
 #include "launcher/lib/linesplit.h"
 #include "launcher/lib/mpiwire.h"
 

@@ -7,7 +7,7 @@
 
 #include "check.h"
 #include "common/hvd_err.h"
-#include "proto.h"
+#include "launcher/lib/proto.h"
 #include "common/wire.h"
 
 /*

@@ -5,7 +5,7 @@
 #include <string.h>
 
 #include "check.h"
-#include "errcode.h"
+#include "launcher/lib/errcode.h"
 #include "launcher/horovodrun/mpicmd.h"
 
 /*

@@ -9,7 +9,7 @@
 #include "check.h"
 #include "common/auth.h"
 #include "common/frame.h"
-#include "proto.h"
+#include "launcher/lib/proto.h"
 #include "common/rdvproto.h"
 #include "common/secret.h"
 #include "common/wire.h"

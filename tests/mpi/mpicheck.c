@@ -14,8 +14,8 @@
 #include <unistd.h>
 
 #include "hvd.h"
-#include "elems.h"
-#include "reduce.h"
+#include "tests/runtime/elems.h"
+#include "worker/kernels/reduce.h"
 
 static int rank, size, failures, checks;
 

@@ -15,7 +15,7 @@
 
 #include "hvd.h"
 #include "elems.h"
-#include "reduce.h"
+#include "worker/kernels/reduce.h"
 
 static int rank, size, failures, checks;
 

@@ -7,9 +7,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "gpu.h"
+#include "worker/gpu/gpu.h"
 #include "hvd.h"
-#include "reduce.h"
+#include "worker/kernels/reduce.h"
 
 static int rank, size, failures, checks;
 

@@ -9,7 +9,7 @@
 #include <stdlib.h>
 
 #include "hvd.h"
-#include "reduce.h"
+#include "worker/kernels/reduce.h"
 
 /* By dtype value, every dtype; loops run up to ELEMS_LAST_DTYPE. */
 static const char *const dt_names[] = {"uint8",   "int8",    "int32",

@@ -5,9 +5,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "log.h"
-#include "link.h"
-#include "ssh.h"
+#include "launcher/lib/log.h"
+#include "launcher/link/link.h"
+#include "launcher/link/ssh.h"
 
 static size_t got;
 static int ended;

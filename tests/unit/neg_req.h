@@ -3,7 +3,7 @@
 #ifndef HVD_TEST_NEG_REQ_H
 #define HVD_TEST_NEG_REQ_H
 
-#include "negotiate.h"
+#include "worker/negotiate.h"
 
 static inline struct hvd_req req(const char *name, uint64_t count)
 {

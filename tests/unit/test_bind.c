@@ -2,7 +2,7 @@
  * ranks. */
 #include <criterion/criterion.h>
 
-#include "bind.h"
+#include "launcher/lib/bind.h"
 
 /* Two packages of two cores of two hardware threads, numbered as Linux
  * does: CPUs 0-3 are the first thread of each core, 4-7 the second. */

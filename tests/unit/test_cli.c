@@ -3,7 +3,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "cli.h"
+#include "launcher/horovodrun/cli.h"
 
 static char errbuf[512];
 static struct hr_opts o;

@@ -5,8 +5,8 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "cli.h"
-#include "config.h"
+#include "launcher/horovodrun/cli.h"
+#include "launcher/horovodrun/config.h"
 
 static char errbuf[512];
 static struct hr_opts o;

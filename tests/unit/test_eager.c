@@ -5,11 +5,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "ctx.h"
-#include "eager.h"
+#include "worker/ctx.h"
+#include "worker/eager.h"
 #include "neg_req.h"
-#include "negotiate.h"
-#include "transport/transport.h"
+#include "worker/negotiate.h"
+#include "worker/transport/transport.h"
 
 /* Floats in a tensor one float too large to travel. */
 #define BIG (HVD_EAGER_MAX_BYTES / 4 + 1)

@@ -4,7 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "env.h"
+#include "launcher/lib/env.h"
 #include "common/envc.h"
 
 static const struct hvd_endpoints ep = {

@@ -4,7 +4,7 @@
 #include <limits.h>
 #include <string.h>
 
-#include "errcode.h"
+#include "launcher/lib/errcode.h"
 
 struct code {
     const char *name; /* as the table spells it, e.g. "EINVAL" */

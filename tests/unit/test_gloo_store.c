@@ -14,9 +14,9 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "errcode.h"
-#include "plan.h"
-#include "gloo_store.h"
+#include "launcher/lib/errcode.h"
+#include "launcher/lib/plan.h"
+#include "launcher/horovodrun/gloo_store.h"
 
 static struct hr_gloo_cfg cfg;
 static struct hr_gloo_store *st;

@@ -10,8 +10,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "hostspec.h"
-#include "errcode.h"
+#include "launcher/lib/hostspec.h"
+#include "launcher/lib/errcode.h"
 
 #define MALFORMED_TAIL "': expected host:slots with slots a positive integer"
 

@@ -5,9 +5,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "keep.h"
-#include "linesplit.h"
-#include "proto.h"
+#include "launcher/horovodrun/keep.h"
+#include "launcher/lib/linesplit.h"
+#include "launcher/lib/proto.h"
 
 /* What hr_keep_each handed over, a prefix of each line's text copied. */
 struct got {

@@ -5,7 +5,7 @@
 #include <string.h>
 
 #include "common/hvd_err.h"
-#include "linesplit.h"
+#include "launcher/lib/linesplit.h"
 
 /* Every callback, recorded: the line bytes go into one growing buffer. */
 struct event {

@@ -6,7 +6,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "link.h"
+#include "launcher/link/link.h"
 
 /* What the callbacks saw. */
 static struct {

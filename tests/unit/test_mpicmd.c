@@ -5,8 +5,8 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "errcode.h"
-#include "mpicmd.h"
+#include "launcher/lib/errcode.h"
+#include "launcher/horovodrun/mpicmd.h"
 
 static char err[512];
 

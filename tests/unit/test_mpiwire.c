@@ -6,9 +6,9 @@
 #include <string.h>
 
 #include "common/hvd_err.h"
-#include "linesplit.h"
-#include "proto.h"
-#include "mpiwire.h"
+#include "launcher/lib/linesplit.h"
+#include "launcher/lib/proto.h"
+#include "launcher/lib/mpiwire.h"
 
 /* ---- records ---------------------------------------------------------- */
 

@@ -6,8 +6,8 @@
 #include <string.h>
 
 #include "neg_req.h"
-#include "negotiate.h"
-#include "pset.h"
+#include "worker/negotiate.h"
+#include "worker/pset.h"
 
 static void free_resp(struct hvd_resp *r, size_t n)
 {

@@ -5,8 +5,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "errcode.h"
-#include "plan.h"
+#include "launcher/lib/errcode.h"
+#include "launcher/lib/plan.h"
 
 static struct hvd_hostlist hl;
 static struct hvd_plan plan;

@@ -5,7 +5,7 @@
 
 #include "common/frame.h"
 #include "common/hvd_err.h"
-#include "proto.h"
+#include "launcher/lib/proto.h"
 #include "common/wire.h"
 
 static void sample(struct hvd_jobspec *js)

@@ -3,7 +3,7 @@
 
 #include <string.h>
 
-#include "ranklist.h"
+#include "launcher/lib/ranklist.h"
 
 static char err[256];
 

@@ -7,8 +7,8 @@
 #include <unistd.h>
 #include <uv.h>
 
-#include "proto.h"
-#include "rankpipe.h"
+#include "launcher/lib/proto.h"
+#include "launcher/lib/rankpipe.h"
 
 /* What the pipes told their owner, one log per stream: "<term>text|" per
  * line, "END" when ended; flushes and lines not yet flushed counted. */

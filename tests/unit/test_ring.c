@@ -8,7 +8,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include "ring.h"
+#include "worker/transport/ring.h"
 
 #define MAXN 9
 

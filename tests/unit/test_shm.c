@@ -9,8 +9,8 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "shm.h"
-#include "sock.h"
+#include "worker/transport/shm.h"
+#include "worker/sock.h"
 
 #define PROGRESS_MS 1000
 

@@ -5,10 +5,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "hostspec.h"
-#include "errcode.h"
-#include "slurm.h"
-#include "strvec.h"
+#include "launcher/lib/hostspec.h"
+#include "launcher/lib/errcode.h"
+#include "launcher/lib/slurm.h"
+#include "launcher/lib/strvec.h"
 
 static struct hvd_strvec sv;
 static struct hvd_slurm_tasks tasks;

@@ -5,7 +5,7 @@
 #include <string.h>
 
 #include "common/hvd_err.h"
-#include "strvec.h"
+#include "launcher/lib/strvec.h"
 
 Test(strvec, init_is_empty)
 {

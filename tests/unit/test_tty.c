@@ -5,7 +5,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "tty.h"
+#include "launcher/horovodrun/tty.h"
 
 Test(tty, fit_counts_characters_not_bytes)
 {

@@ -1,7 +1,7 @@
 /* Operations on CUDA device buffers: on the device path's own collectives
  * (NCCL) where it has them and the operation suits them, otherwise staged
  * through host memory and run on the host transports. */
-#include "device.h"
+#include "worker/gpu/device.h"
 
 #include <stdatomic.h>
 #include <stdio.h>
@@ -10,10 +10,10 @@
 
 #include "common/envc.h"
 #include "common/hvd_err.h"
-#include "ctx.h"
-#include "exec.h"
-#include "fusion.h"
-#include "gpu.h"
+#include "worker/ctx.h"
+#include "worker/exec.h"
+#include "worker/fusion.h"
+#include "worker/gpu/gpu.h"
 
 int hvd__device_classify(struct hvd_work *w, char *err, size_t errlen)
 {

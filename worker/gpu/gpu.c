@@ -1,7 +1,7 @@
 /* The choice of device path, once per process: the test double when
  * HVD_TEST_FAKE_GPU=1, else this build's (CUDA with NCCL, CUDA staged, or
  * "all memory is host memory"); the tables of the double and of none. */
-#include "gpu.h"
+#include "worker/gpu/gpu.h"
 
 #include <pthread.h>
 #include <stdint.h>

@@ -7,7 +7,7 @@
 #include <cuda_runtime.h>
 
 #include "common/hvd_err.h"
-#include "gpu.h"
+#include "worker/gpu/gpu.h"
 
 static pthread_once_t g_once = PTHREAD_ONCE_INIT;
 static int g_count;

@@ -12,11 +12,11 @@
 #include <nccl.h>
 
 #include "common/hvd_err.h"
-#include "ctx.h"
-#include "exec.h"
-#include "gpu.h"
-#include "sock.h"
-#include "wait.h"
+#include "worker/ctx.h"
+#include "worker/exec.h"
+#include "worker/gpu/gpu.h"
+#include "worker/sock.h"
+#include "worker/wait.h"
 
 struct hvd_nccl {
     ncclComm_t comm;

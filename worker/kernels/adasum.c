@@ -1,12 +1,12 @@
 /* Adasum kernel: Horovod's adaptive sum over a tree, in double. */
-#include "adasum.h"
+#include "worker/kernels/adasum.h"
 
 #include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "reduce.h"
+#include "worker/kernels/reduce.h"
 
 /* Reads element i of dt at p as a double; exact for every dtype here. */
 static double load(const void *p, size_t i, hvd_dtype dt)

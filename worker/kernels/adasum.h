@@ -4,7 +4,7 @@
 
 #include <stddef.h>
 
-#include "include/hvd.h"
+#include "hvd.h"
 
 /*
  * Horovod's Adasum of n vectors (n >= 1 a power of two), each count

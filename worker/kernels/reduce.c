@@ -1,5 +1,5 @@
 /* Reduction kernels: element-wise ops, half-precision conversion, widening. */
-#include "reduce.h"
+#include "worker/kernels/reduce.h"
 
 #include <math.h>
 #include <stdatomic.h>

@@ -6,7 +6,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "include/hvd.h"
+#include "hvd.h"
 
 /*
  * float16 and bfloat16 are accumulated in float32: partial results travel

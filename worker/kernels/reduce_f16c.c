@@ -1,5 +1,5 @@
 /* float16 conversion loops on the F16C instructions, chosen at run time. */
-#include "reduce.h"
+#include "worker/kernels/reduce.h"
 
 #if HVD_REDUCE_X86
 

@@ -4,13 +4,13 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "buf.h"
+#include "worker/buf.h"
 #include "common/hvd_err.h"
-#include "ctx.h"
-#include "join.h"
-#include "kernels/reduce.h"
-#include "transport/shm_coll.h"
-#include "transport/transport.h"
+#include "worker/ctx.h"
+#include "worker/join.h"
+#include "worker/kernels/reduce.h"
+#include "worker/transport/shm_coll.h"
+#include "worker/transport/transport.h"
 
 static int is_leader(const struct hvd_ctx *c)
 {

@@ -1,6 +1,6 @@
 /* The MPI backend: joins a job that mpirun started and runs the host
  * collectives with MPI, as the MPI transport. */
-#include "mpi_backend.h"
+#include "worker/transport/mpi_backend.h"
 
 #include <limits.h>
 #include <mpi.h>
@@ -8,13 +8,13 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "buf.h"
+#include "worker/buf.h"
 #include "common/envc.h"
 #include "common/hvd_err.h"
-#include "ctx.h"
-#include "kernels/reduce.h"
-#include "setting.h"
-#include "transport/transport.h"
+#include "worker/ctx.h"
+#include "worker/kernels/reduce.h"
+#include "worker/setting.h"
+#include "worker/transport/transport.h"
 
 /* Any tag will do: the communicator is libhvd's own. */
 #define BELL_TAG 1

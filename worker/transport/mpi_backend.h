@@ -10,7 +10,7 @@
 #include <stdint.h>
 
 #include "hvd_build.h"
-#include "include/hvd.h"
+#include "hvd.h"
 
 struct hvd_ctx;
 /* MPI's handles: opaque, so that only mpi_backend.c includes <mpi.h>. */

@@ -1,7 +1,7 @@
 /* Ring collectives: a schedule of send and receive steps run by one
  * non-blocking loop, so sending, receiving and reducing overlap; and the
  * TCP ring of every rank as a transport. */
-#include "ring.h"
+#include "worker/transport/ring.h"
 
 #include <errno.h>
 #include <poll.h>
@@ -11,14 +11,14 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include "buf.h"
+#include "worker/buf.h"
 #include "common/hvd_err.h"
-#include "ctx.h"
-#include "join.h"
-#include "kernels/reduce.h"
-#include "sock.h"
-#include "transport/transport.h"
-#include "wait.h"
+#include "worker/ctx.h"
+#include "worker/join.h"
+#include "worker/kernels/reduce.h"
+#include "worker/sock.h"
+#include "worker/transport/transport.h"
+#include "worker/wait.h"
 
 /* Bytes taken from a socket per receive call, and the staging size. */
 #define RING_STAGE (256u * 1024)

@@ -7,8 +7,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "include/hvd.h"
-#include "wait.h"
+#include "hvd.h"
+#include "worker/wait.h"
 
 /* Links at distances 1, 2, 4, ... 2^15 around the ring. */
 #define HVD_RING_LINKS 16

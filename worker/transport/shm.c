@@ -1,6 +1,6 @@
 /* The shared-memory segment of one host's ranks: set-up over an abstract
  * Unix socket, and the sync that every shared-memory collective uses. */
-#include "shm.h"
+#include "worker/transport/shm.h"
 
 #include <errno.h>
 #include <poll.h>
@@ -15,12 +15,12 @@
 #include <sys/un.h>
 #include <unistd.h>
 
-#include "buf.h"
+#include "worker/buf.h"
 #include "common/auth.h"
 #include "common/hvd_err.h"
 #include "common/secret.h"
-#include "sock.h"
-#include "wait.h"
+#include "worker/sock.h"
+#include "worker/wait.h"
 
 #define SHM_MAGIC 0x48565348u /* "HVSH" */
 /* Bytes of one slot, and of all slots together at most. */

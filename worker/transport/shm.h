@@ -8,9 +8,9 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "include/hvd.h"
-#include "wait.h"
-#include "ring.h"
+#include "hvd.h"
+#include "worker/wait.h"
+#include "worker/transport/ring.h"
 
 /* Most local ranks that share memory: each holds an eventfd and a pidfd
  * for every other, which must fit the usual limit of 1024 descriptors. */

@@ -7,11 +7,11 @@
 #include <string.h>
 
 #include "common/hvd_err.h"
-#include "ctx.h"
-#include "join.h"
-#include "kernels/reduce.h"
-#include "shm_coll.h"
-#include "transport/transport.h"
+#include "worker/ctx.h"
+#include "worker/join.h"
+#include "worker/kernels/reduce.h"
+#include "worker/transport/shm_coll.h"
+#include "worker/transport/transport.h"
 
 /* The segment of bounds (n + 1 entries) that holds element e, searching
  * up from k. */

@@ -2,7 +2,7 @@
 #ifndef HVD_SHM_COLL_H
 #define HVD_SHM_COLL_H
 
-#include "shm.h"
+#include "worker/transport/shm.h"
 
 /*
  * Reduces every local rank's sendbuf (count elements of dt). With bounds

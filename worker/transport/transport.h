@@ -7,7 +7,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "include/hvd.h"
+#include "hvd.h"
 
 struct hvd_ctx;
 struct hvd_link;
