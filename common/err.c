@@ -9,7 +9,7 @@ const char *hvd_strerror(int err)
 #define XX(name, val, msg)                                                     \
     case val:                                                                  \
         return msg;
-        HVD_ERRNO_MAP(XX)
+        HVD_ERR_MAP(XX)
 #undef XX
     }
     return "unknown error";
@@ -23,7 +23,7 @@ const char *hvd_err_name(int err)
 #define XX(name, val, msg)                                                     \
     case val:                                                                  \
         return "HVD_" #name;
-        HVD_ERRNO_MAP(XX)
+        HVD_ERR_MAP(XX)
 #undef XX
     }
     return "HVD_EUNKNOWN";

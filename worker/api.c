@@ -141,7 +141,7 @@ HVD_EXPORT int hvd_init(void)
         rc = fail(HVD_ENOMEM, "out of memory");
         goto out;
     }
-    c->rdv_fd = c->wake_fd = c->tl.fd = -1;
+    c->rdv_fd = c->eng.wake_fd = c->tl.fd = -1;
     c->tp = &hvd__transport_ring;
     c->force_staging = hvd__env_flag(HVD_ENV_FORCE_GPU_STAGING, 0);
     hvd__ring_init(&c->ring, 0, 1);
@@ -271,12 +271,7 @@ HVD_EXPORT int hvd_device(void)
     struct hvd_ctx *c = g_ctx;
     if (c == NULL)
         return HVD_ENOTINIT;
-    /* horovodrun's pinning leaves each rank one visible device. */
-    const char *v = getenv(HVD_ENV_CUDA_VISIBLE);
-    if (v && v[0] && strchr(v, ',') == NULL)
-        return 0;
-    int n = hvd__gpu_count();
-    return n > 0 ? c->local_rank % n : c->local_rank;
+    return hvd__gpu_device(c);
 }
 
 /* A job of one gathers its own elements. */
@@ -857,4 +852,10 @@ HVD_EXPORT int hvd_barrier(void)
     o->sync = 1;
     rc = hvd__api_start(o, &h);
     return rc ? rc : hvd_wait(h);
+}
+
+/* libhvd's buffers come from malloc (see hvd_allgather): the same free(). */
+HVD_EXPORT void hvd_free(void *ptr)
+{
+    free(ptr);
 }

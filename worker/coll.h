@@ -1,7 +1,7 @@
-/* The transport each collective takes: the TCP ring, shared memory when
- * every rank is on one host, hierarchical (shared memory within each
+/* The collectives on the transport each takes: the TCP ring, shared memory
+ * when every rank is on one host, hierarchical (shared memory within each
  * host and a TCP ring of one leader per host across hosts), or MPI when
- * mpirun started the ranks. */
+ * mpirun started the ranks (transport/topo.h chooses). */
 #ifndef HVD_COLL_H
 #define HVD_COLL_H
 
@@ -10,30 +10,8 @@
 
 #include "hvd.h"
 
-/* Which ranks share a host, from the peer table's host names. */
-struct hvd_topo {
-    int nhosts;
-    int host;       /* this rank's host, by order of first appearance */
-    int *first;     /* each host's lowest rank */
-    int *count;     /* each host's number of ranks */
-    int contiguous; /* each host's ranks are first .. first+count-1 */
-    int most;       /* the largest count */
-    uint8_t *buf;   /* a leader's accumulator (hierarchical allreduce) */
-    size_t cap;
-};
-
 struct hvd_ctx;
-struct hvd_transport;
 
-/* hosts[r] is rank r's host name. 0 or HVD_ENOMEM. */
-int hvd__topo_build(struct hvd_topo *t, int size, int rank,
-                    const char *const *hosts);
-void hvd__topo_close(struct hvd_topo *t);
-/* The transport for this topology and the HOROVOD_SHM_DISABLE and
- * HOROVOD_HIERARCHICAL_ALLREDUCE settings (the same on every rank); never
- * MPI's, which hvd__mpi_join sets. */
-const struct hvd_transport *hvd__coll_choose(const struct hvd_topo *t,
-                                             int size);
 /* Whether the reduce kernels take an allreduce of dt and op among more
  * than one rank; the shared-memory transports hand the rest to the TCP
  * ring, which copies (a job of one) or refuses it. */

@@ -12,10 +12,12 @@
 #include "common/secret.h"
 #include "worker/coll.h"
 #include "worker/eager.h"
+#include "worker/engine_state.h"
 #include "hvd.h"
 #include "worker/negotiate.h"
 #include "worker/pset.h"
 #include "worker/timeline.h"
+#include "worker/transport/topo.h"
 #include "worker/transport/ring.h"
 #include "worker/transport/shm.h"
 #include "worker/wait.h"
@@ -119,47 +121,16 @@ struct hvd_ctx {
     struct hvd_mpi *mpi;    /* MPI's handles (mpi) */
     struct hvd_abort abort; /* every wait hears of failures through this */
 
-    pthread_t thread;
-    int thread_started;
-    pthread_mutex_t mu;
-    pthread_cond_t cv;
-    /* The engine: held by the thread that takes submitted work and runs
-     * cycles, the background thread or a caller waiting for its own
-     * collective (engine.c's run_inline). Everything from here to the end
-     * but what mu guards is its holder's. */
-    pthread_mutex_t run_mu;
-    int inline_ok;   /* callers may run the engine (not under MPI) */
-    int parked;      /* the background thread sleeps without run_mu */
-    int peers_wake;  /* and how the others' cycles wake it (HVD_SHM_WAKE_*) */
+    /* The engine: who runs cycles, and the cycle's own state
+     * (engine_state.h). Everything from here to the end but the engine's
+     * locked and atomic fields is the engine holder's (docs/engine.md). */
+    struct hvd_engine eng;
     int rings_ended; /* ring sockets whose sender left: 1 ring, 2 cross */
-    /* Until when a caller that ran the engine counts as about to again. */
-    _Atomic int64_t inline_until_us;
-    /* Callers asleep until the background thread finishes their work. */
-    _Atomic int nwaiting;
-    /* The background thread waits for run_mu after a sleep. */
-    _Atomic int thread_waits;
-    struct hvd_request *stop; /* a shutdown request taken */
-    int wake_fd;              /* eventfd: new work for the idle thread */
-    _Atomic int pending;      /* work queued and not yet taken */
-    _Atomic int sleeping;     /* the thread is (about to be) in poll */
-    /* Busy-wait budget of the background thread, in microseconds, between
-     * and within collectives: waking a sleeping thread costs more than a
-     * small collective. */
-    int spin_us;
-    struct hvd_request *head, *tail; /* submitted, not taken yet */
-    /* Taken and announced, or to be announced in the next cycle. */
-    struct hvd_work **pend; /* hash chains by name */
-    size_t npend_slots;
-    size_t npend;            /* parts in it */
-    struct hvd_work **fresh; /* not announced yet */
-    size_t nfresh, fresh_cap;
     struct hvd_neg neg;
     struct hvd_psets psets;
     _Atomic unsigned long long noname; /* names of unnamed calls */
-    double cycle_ms;         /* least time between cycles this rank starts */
-    size_t fusion_threshold; /* bytes; 0 disables fusion */
-    int force_staging;       /* device buffers always take the host path */
-    struct hvd_timeline tl;  /* rank 0 only */
+    int force_staging;      /* device buffers always take the host path */
+    struct hvd_timeline tl; /* rank 0 only */
     /* Stall inspector (rank 0): warn after stall_warn_s, give up after
      * stall_shutdown_s (0: never). */
     int stall_off;
@@ -180,20 +151,6 @@ struct hvd_ctx {
         size_t *bytes; /* per rank, in the current pass */
         size_t block;  /* the next first pass's block (0: the largest) */
     } gather;
-    /* A cycle's entry per rank (engine.c), made at start: their messages
-     * and what each holds. */
-    struct hvd_per_rank {
-        size_t *lens, *nreqs;
-        const uint8_t **msgs, **bits;
-        struct hvd_req **reqs;
-    } per_rank;
-    /* The steady exchange's copy of its result (steady.h). */
-    struct hvd_steady {
-        uint8_t *buf;
-        size_t cap;
-        /* Cycles tried, found alike, and alike with folded tensors. */
-        uint64_t cycles, alike, folded;
-    } steady;
     /* What the ranks' messages of the last cycle carried (eager.h). */
     struct hvd_eager_in eager_in;
     /* Waiting small allreduces whose data goes with every cycle's
@@ -203,8 +160,6 @@ struct hvd_ctx {
         int32_t id;
     } eager[HVD_EAGER_MAX];
     int neager;
-    uint64_t eager_runs; /* allreduces folded from carried data, ever */
-    int64_t last_cycle_us;
     struct hvd_nccl *nccl; /* made at the first device operation */
     int failed;            /* sticky: every later collective fails with this */
     int fail_rc;

@@ -253,7 +253,7 @@ static void fold_ranks(const struct hvd_ctx *c, const struct hvd_eager_in *in,
 /* Folds every rank's data of id into acc in the transport's order: the
  * same bits on every rank, and the bits the transport would give. The
  * hierarchical transport folds each host's ranks in rank order (its ranks
- * are contiguous, hvd__coll_choose), then the hosts' sums in host order,
+ * are contiguous, hvd__topo_choose), then the hosts' sums in host order,
  * as its ring of leaders folds small tensors. */
 static void fold(const struct hvd_ctx *c, const struct hvd_eager_in *in,
                  int32_t id, uint8_t *acc)

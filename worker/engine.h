@@ -1,5 +1,6 @@
-/* The background thread: it takes submitted work, negotiates it with the
- * other ranks in cycles and runs what every rank has announced. */
+/* The engine: the background thread, or a caller waiting for its own
+ * collective, takes submitted work and runs negotiation cycles (cycle.h)
+ * until it is done. Who may run it when is docs/engine.md's subject. */
 #ifndef HVD_ENGINE_H
 #define HVD_ENGINE_H
 
@@ -12,8 +13,11 @@ struct hvd_request;
 int hvd__engine_start(struct hvd_ctx *c);
 /* Hands op to the thread; it completes on its own (hvd__engine_wait). */
 void hvd__engine_submit(struct hvd_ctx *c, struct hvd_request *op);
-/* Waits for op to complete and returns its code. */
+/* Waits for op to complete and returns its code; runs the engine on the
+ * caller's thread while the background thread sleeps. */
 int hvd__engine_wait(struct hvd_ctx *c, struct hvd_request *op);
+/* Marks op done and wakes the callers that wait (its last part ended). */
+void hvd__engine_finish(struct hvd_ctx *c, struct hvd_request *op);
 /*
  * Has the thread start the timeline in path (replacing the one running;
  * when the new file cannot be opened, the old one keeps running) or, when

@@ -57,7 +57,7 @@ struct hvd_work *hvd__standin_new(struct hvd_ctx *c, const struct hvd_req *q,
     if (q->device) {
         /* Where the others run on device buffers (NCCL), so must it. */
         w->device = 1;
-        w->device_id = hvd_device();
+        w->device_id = hvd__gpu_device(c);
         if (hvd__gpu_alloc(&s->dev, 2 * bytes + 1, w->device_id, err, errlen) !=
                 0 ||
             hvd__gpu_copy(s->dev, s->host, bytes, w->device_id, err, errlen) !=

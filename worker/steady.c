@@ -31,8 +31,8 @@ int hvd__steady_on(const struct hvd_ctx *c)
 static int judge(struct hvd_ctx *c)
 {
     struct hvd_shm *s = &c->shm;
-    const uint8_t **msgs = c->per_rank.msgs;
-    size_t *lens = c->per_rank.lens;
+    const uint8_t **msgs = c->eng.per_rank.msgs;
+    size_t *lens = c->eng.per_rank.lens;
     uint8_t *res = hvd__shm_slot(s, s->n);
     for (int r = 0; r < s->n; r++) {
         const uint8_t *slot = hvd__shm_slot(s, r);
@@ -55,13 +55,15 @@ static int judge(struct hvd_ctx *c)
     return 1;
 }
 
-/* Every rank's part once rank 0 judged: 1 with the result taken, 0 when
- * the messages differed. */
-static int take(struct hvd_ctx *c, const uint8_t **msgs, size_t *lens)
+/* Every rank's part once rank 0 judged: the result taken (*how steady)
+ * or, when the messages differed, left to the gather. */
+static int take(struct hvd_ctx *c, const uint8_t **msgs, size_t *lens,
+                enum hvd_exchange *how)
 {
     struct hvd_shm *s = &c->shm;
-    struct hvd_steady *st = &c->steady;
+    struct hvd_steady *st = &c->eng.steady;
     const uint8_t *res = hvd__shm_slot(s, s->n);
+    *how = HVD_EXCHANGE_GATHER;
     if (hvd__get_u32(res) == 0)
         return 0;
     size_t folded = hvd__get_u32(res + 4);
@@ -85,16 +87,18 @@ static int take(struct hvd_ctx *c, const uint8_t **msgs, size_t *lens)
         msgs[r] = m;
         lens[r] = len;
     }
-    return 1;
+    *how = HVD_EXCHANGE_STEADY;
+    return 0;
 }
 
 int hvd__steady_exchange(struct hvd_ctx *c, const uint8_t *msg, size_t len,
-                         const uint8_t **msgs, size_t *lens, char *err,
-                         size_t errlen)
+                         const uint8_t **msgs, size_t *lens,
+                         enum hvd_exchange *how, char *err, size_t errlen)
 {
     struct hvd_shm *s = &c->shm;
     uint8_t *slot = hvd__shm_slot(s, s->me);
-    c->steady.cycles++;
+    *how = HVD_EXCHANGE_GATHER;
+    c->eng.steady.cycles++;
     uint64_t l = 8 + len <= s->slot ? len : NONE;
     memcpy(slot, &l, 8);
     if (l != NONE)
@@ -108,19 +112,19 @@ int hvd__steady_exchange(struct hvd_ctx *c, const uint8_t *msg, size_t len,
     }
     if ((rc = hvd__shm_release(s, err, errlen)) != 0)
         return rc;
-    rc = take(c, msgs, lens);
+    rc = take(c, msgs, lens, how);
     hvd__shm_flip(s);
     return rc;
 }
 
 void hvd__steady_free(struct hvd_ctx *c)
 {
-    const struct hvd_steady *st = &c->steady;
+    const struct hvd_steady *st = &c->eng.steady;
     if (st->cycles > 0 && hvd__coll_debug())
         fprintf(stderr,
                 "hvd: debug: rank %d: steady exchange: %" PRIu64 " of %" PRIu64
                 " cycles alike, %" PRIu64 " with folded tensors\n",
                 c->rank, st->alike, st->cycles, st->folded);
-    free(c->steady.buf);
-    memset(&c->steady, 0, sizeof(c->steady));
+    free(c->eng.steady.buf);
+    memset(&c->eng.steady, 0, sizeof(c->eng.steady));
 }

@@ -11,8 +11,6 @@
 #include "launcher/lib/proto.h"
 #include "launcher/lib/rankpipe.h"
 
-/* Longest line sent whole; longer lines arrive in pieces of this size. */
-#define AGENT_LINE_MAX (8u * 1024 * 1024)
 /* Rank output is paused while this much is queued towards the launcher
  * (which then no longer reads us: its terminal is behind). */
 #define AGENT_OUTQ_HIGH (4u * 1024 * 1024)
@@ -21,8 +19,6 @@
 #define AGENT_BATCH (64u * 1024)
 /* Most bytes read at once from a dead rank's pipes (see drain_now). */
 #define AGENT_DRAIN_MAX (1u * 1024 * 1024)
-/* How long a rank's pipes may stay open after it exited (grandchildren). */
-#define AGENT_DRAIN_MS 2000
 
 struct agent;
 

@@ -54,7 +54,8 @@ static void maybe_done(struct agent_rank *r)
         return;
     if (r->out.open || r->err.open) {
         if (!uv_is_active((uv_handle_t *)&r->drain))
-            uv_timer_start(&r->drain, on_drain_timeout, AGENT_DRAIN_MS, 0);
+            uv_timer_start(&r->drain, on_drain_timeout, HR_RANKPIPE_DRAIN_MS,
+                           0);
         return;
     }
     uv_timer_stop(&r->drain);
@@ -203,7 +204,7 @@ void agent_ranks_start(struct agent *ag)
         .ended = on_ended,
         .buf = ag->readbuf,
         .buflen = sizeof(ag->readbuf),
-        .line_max = AGENT_LINE_MAX,
+        .line_max = HR_RANKPIPE_LINE_MAX,
     };
     if (js->gpu_pinning && ag->gpus > 0 && js->nranks > (uint32_t)ag->gpus)
         agent_note(ag, HVD_NOTE_WARN,

@@ -12,7 +12,6 @@
 #include "launcher/lib/log.h"
 #include "launcher/lib/plan.h"
 #include "launcher/horovodrun/job.h"
-#include "launcher/horovodrun/mpirun.h"
 #include "launcher/link/srun.h"
 
 int main(int argc, char **argv)
@@ -80,8 +79,9 @@ int main(int argc, char **argv)
     }
     if (o.detach && (rc = hr_detach_start(&o, &det)) >= 0)
         goto out; /* the first process: the job runs on */
-    rc = o.mpi ? hr_mpirun_run(&o, &hl, &plan, o.detach ? &det : NULL)
-               : hr_job_run(&o, &hl, &plan, o.detach ? &det : NULL);
+    rc = hr_job_run(&o, &hl, &plan,
+                    o.mpi ? &hr_launch_mpirun : &hr_launch_agents,
+                    o.detach ? &det : NULL);
 out:
     hvd_plan_close(&plan);
     hvd_hostlist_close(&hl);

@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "launcher/horovodrun/job.h"
+#include "launcher/horovodrun/launch_agents.h"
 
 /* Names listed before "and N more". */
 #define MAX_NAMED 3
@@ -32,7 +33,8 @@ static void add(struct text *t, const char *fmt, ...)
 /* Whether rank has registered with the rendezvous server. */
 static int connected(const struct hr_job *job, int rank)
 {
-    return job->rdv.ranks && job->rdv.ranks[rank] != NULL;
+    const struct hr_agents *g = job->launch;
+    return g->rdv.ranks && g->rdv.ranks[rank] != NULL;
 }
 
 /* " (ranks 4-5, 7)": host's ranks that have not connected. */
@@ -63,18 +65,19 @@ static void missing_ranks(const struct hr_job *job, int host, struct text *t)
 
 void hr_startup_text(const struct hr_job *job, char *buf, size_t len)
 {
+    const struct hr_agents *g = job->launch;
     struct text t = {buf, 0, len};
     buf[0] = '\0';
     int ready = 0;
-    for (int i = 0; i < job->nagents; i++)
-        ready += job->agents[i].hello;
-    if (!job->started) {
+    for (int i = 0; i < g->nagents; i++)
+        ready += g->agents[i].hello;
+    if (!g->started) {
         add(&t, "horovodrun: %d/%d hosts ready; waiting for", ready,
-            job->nagents);
+            g->nagents);
         int named = 0;
-        for (int i = 0; i < job->nagents; i++)
-            if (!job->agents[i].hello && named++ < MAX_NAMED)
-                add(&t, "%s %s", named > 1 ? "," : "", job->agents[i].name);
+        for (int i = 0; i < g->nagents; i++)
+            if (!g->agents[i].hello && named++ < MAX_NAMED)
+                add(&t, "%s %s", named > 1 ? "," : "", g->agents[i].name);
         if (named > MAX_NAMED)
             add(&t, " and %d more", named - MAX_NAMED);
         return;
@@ -86,13 +89,13 @@ void hr_startup_text(const struct hr_job *job, char *buf, size_t len)
         return;
     add(&t, "horovodrun: %d/%d ranks connected; waiting for", have, size);
     int named = 0;
-    for (int i = 0; i < job->nagents; i++) {
-        int host = job->agents[i].host, waits = 0;
+    for (int i = 0; i < g->nagents; i++) {
+        int host = g->agents[i].host, waits = 0;
         for (int r = 0; r < size && !waits; r++)
             waits = job->plan->ranks[r].host == host && !connected(job, r);
         if (!waits || named++ >= MAX_NAMED)
             continue;
-        add(&t, "%s %s", named > 1 ? "," : "", job->agents[i].name);
+        add(&t, "%s %s", named > 1 ? "," : "", g->agents[i].name);
         missing_ranks(job, host, &t);
     }
     if (named > MAX_NAMED)
@@ -115,9 +118,10 @@ static void on_tick(uv_timer_t *t)
 
 void hr_startup_start(struct hr_job *job)
 {
+    struct hr_agents *g = job->launch;
     if (!job->out.status || !job->out.sink[1]->tty.redraw)
         return;
-    uv_timer_init(job->loop, &job->startup_timer);
-    job->startup_timer.data = job;
-    uv_timer_start(&job->startup_timer, on_tick, FIRST_MS, EVERY_MS);
+    uv_timer_init(job->loop, &g->startup_timer);
+    g->startup_timer.data = job;
+    uv_timer_start(&g->startup_timer, on_tick, FIRST_MS, EVERY_MS);
 }

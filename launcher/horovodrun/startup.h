@@ -6,6 +6,8 @@
 
 struct hr_job;
 
+/* Both for a job of the agents launch (launch_agents.h). */
+
 /*
  * Writes to buf what the job waits for, "2/4 ranks connected; waiting for
  * node2 (ranks 2-3)", or "" once every rank is connected.

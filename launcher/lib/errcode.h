@@ -1,7 +1,7 @@
 /*
  * The launcher's own error codes: failures of parsing and planning that
  * libhvd never has. They share the number space of libhvd's table
- * (worker/include/hvd.h), in the numbers it leaves free, so that one int
+ * (common/hvd_err.h), in the numbers it leaves free, so that one int
  * carries either kind and hr_err_str() describes both.
  */
 #ifndef HR_ERRCODE_H

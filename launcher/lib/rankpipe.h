@@ -7,6 +7,14 @@
 
 #include "launcher/lib/linesplit.h"
 
+/* Longest line of a rank handed on whole; longer lines go on in pieces of
+ * this size. hvd-agent and hvd-mpi-rank cut lines so, and horovodrun
+ * --mpi sizes what it holds of a rank's records by it. */
+#define HR_RANKPIPE_LINE_MAX (8u * 1024 * 1024)
+/* How long a rank's pipes may stay open after it exited (grandchildren
+ * that hold them) before they are read one last time and closed. */
+#define HR_RANKPIPE_DRAIN_MS 2000
+
 /*
  * What the pipes of one program share. The callbacks get the ctx of the
  * pipe (its owner, a rank) and which stream it is.

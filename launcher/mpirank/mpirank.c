@@ -1,4 +1,5 @@
 /* hvd-mpi-rank: runs one rank of horovodrun --mpi under mpirun. */
+#include <dirent.h>
 #include <errno.h>
 #include <limits.h>
 #include <poll.h>
@@ -10,7 +11,6 @@
 #include <unistd.h>
 #include <uv.h>
 
-#include "launcher/agent/agent.h"
 #include "launcher/lib/env.h"
 #include "common/envc.h"
 #include "launcher/lib/hostspec.h"
@@ -113,7 +113,7 @@ static void maybe_done(struct wrapper *w)
         return;
     if (w->out.open || w->err.open) {
         if (!uv_is_active((uv_handle_t *)&w->drain))
-            uv_timer_start(&w->drain, on_drain, AGENT_DRAIN_MS, 0);
+            uv_timer_start(&w->drain, on_drain, HR_RANKPIPE_DRAIN_MS, 0);
         return;
     }
     uv_timer_stop(&w->drain);
@@ -126,11 +126,37 @@ static void on_ended(void *ctx, int which)
     maybe_done(ctx);
 }
 
+/* Ends with SIGKILL everything in our process group but this process, as
+ * hvd-agent ends a rank's group: the rank shares our group (mpirun
+ * signals it), so the group cannot be killed at once. A few passes catch
+ * what forked meanwhile. */
+static void kill_group_but_me(void)
+{
+    pid_t me = getpid();
+    if (getpgrp() != me)
+        return;
+    for (int pass = 0, found = 1; pass < 4 && found; pass++) {
+        DIR *d = opendir("/proc");
+        struct dirent *e;
+        found = 0;
+        while (d && (e = readdir(d)) != NULL) {
+            pid_t pid = (pid_t)atoi(e->d_name);
+            if (pid > 0 && pid != me && getpgid(pid) == me) {
+                kill(pid, SIGKILL);
+                found = 1;
+            }
+        }
+        if (d)
+            closedir(d);
+    }
+}
+
 static void on_drain(uv_timer_t *t)
 {
     struct wrapper *w = t->data;
-    /* Something the rank started still holds its pipes: report the rank
-     * without waiting for it. */
+    /* Something the rank started still holds its pipes: it is ended, and
+     * the rank reported without waiting for it. */
+    kill_group_but_me();
     hr_rankpipe_end(&w->out);
     hr_rankpipe_end(&w->err);
     flush(w);
@@ -247,7 +273,7 @@ static int start(struct wrapper *w, char **cmd)
         .ended = on_ended,
         .buf = w->readbuf,
         .buflen = sizeof(w->readbuf),
-        .line_max = AGENT_LINE_MAX,
+        .line_max = HR_RANKPIPE_LINE_MAX,
     };
     hr_rankpipe_init(&w->out, w->loop, &w->pipes, w, HVD_STREAM_STDOUT);
     hr_rankpipe_init(&w->err, w->loop, &w->pipes, w, HVD_STREAM_STDERR);

@@ -31,7 +31,7 @@ How the "hosts" are made on one machine:
         MPI 4.1 refuses more ranks than cores without it).
   ssh   (only with --ssh) hvd_bench under horovodrun over H real OpenSSH
         servers on 127.0.0.2 ... 127.0.0.(H+1), one slot each
-        (tests/ssh/sshfix.py's SshCluster, started once for the largest
+        (tests/lib/sshfix.py's SshCluster, started once for the largest
         H; horovodrun -H 127.0.0.2:1,... -p PORT -i KEY): the full
         multi-host path, launcher and agents included. An extra column;
         optional, since starting the sshd instances costs seconds.
@@ -83,7 +83,8 @@ Examples:
   meson test -C build --benchmark -v hosts
   python3 tests/bench/hosts_bench.py --build-dir build
   python3 tests/bench/hosts_bench.py --build-dir build --hosts 2,4 --reps 1
-  python3 tests/bench/hosts_bench.py --hosts 2,4 --ssh --reps 3
+  PYTHONPATH=tests/lib python3 tests/bench/hosts_bench.py --hosts 2,4 --ssh \\
+      --reps 3
 """
 
 import argparse
@@ -96,7 +97,6 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
-SSH_DIR = os.path.join(ROOT, "tests", "ssh")
 MIB = 1 << 20
 SMALL, LARGE = 8, 1 * MIB
 RUN_TIMEOUT = 300
@@ -231,7 +231,7 @@ def parse_args():
     ap.add_argument("--build-dir", default=os.path.join(ROOT, "build"))
     ap.add_argument("--ssh", action="store_true",
                     help="also run over real loopback SSH hosts "
-                         "(tests/ssh/sshfix.py; needs sshd)")
+                         "(tests/lib/sshfix.py; needs sshd)")
     a = ap.parse_args()
     try:
         a.host_counts = parse_hosts(a.hosts)
@@ -348,12 +348,11 @@ def print_notes(sides, a):
 def start_ssh(a, horovodrun, hvd_bench, stack):
     """The ssh side over one SshCluster of the largest host count, or
     None (with the reason printed)."""
-    sys.path.insert(0, SSH_DIR)
     try:
         import sshfix
     except ImportError as e:
-        print("# --ssh: cannot import tests/ssh/sshfix.py (%s): no ssh "
-              "columns" % e)
+        print("# --ssh: cannot import sshfix (%s; run with "
+              "PYTHONPATH=tests/lib): no ssh columns" % e)
         return None
     t0 = time.monotonic()
     try:

@@ -27,10 +27,10 @@ import statistics
 import subprocess
 import sys
 
+import hvdtest
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
-sys.path.insert(0, os.path.join(ROOT, "tests", "integration"))
-import hvdtest  # noqa: E402
 
 PY = os.environ.get("HVD_TF_PYTHON",
                     os.path.join(ROOT, "build-venv-tf", "bin", "python"))

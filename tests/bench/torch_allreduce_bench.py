@@ -8,7 +8,7 @@ in nccl-tests' format (size, count, type, redop, time, algbw, busbw,
 #wrong), then the time horovod.torch adds per call and its busbw as a
 fraction of the C figure.
 
-    python3 tests/bench/torch_allreduce_bench.py [--np 2,4]
+    PYTHONPATH=tests/lib python3 tests/bench/torch_allreduce_bench.py [--np 2,4]
 
 Run with --rank-side under horovodrun, it is the Python side itself.
 Environment: HVD_HOROVODRUN, HVD_BENCH, HVD_LIBRARY, HVD_PYTHONPATH,
@@ -22,9 +22,7 @@ import subprocess
 import sys
 import time
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(
-    os.path.abspath(__file__))), "torch"))
-from torchenv import BUILD, HOROVODRUN, LIB, PY, PYPATH  # noqa: E402
+from torchenv import BUILD, HOROVODRUN, LIB, PY, PYPATH
 
 HVD_BENCH = os.environ.get("HVD_BENCH",
                            os.path.join(BUILD, "tests", "bench", "hvd_bench"))

@@ -24,9 +24,7 @@ import statistics
 import subprocess
 import sys
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(
-    os.path.abspath(__file__))), "torch"))
-from torchenv import HOROVODRUN, LIB, PY, PYPATH, ROOT  # noqa: E402
+from torchenv import HOROVODRUN, LIB, PY, PYPATH, ROOT
 
 HVD_PY = os.environ.get("HVD_HOROVOD_PYTHON",
                         os.path.join(ROOT, "build-venv", "bin", "python"))

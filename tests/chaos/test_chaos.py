@@ -5,7 +5,7 @@ allreduces of random sizes in a loop) on one of three kinds of hosts:
 
   local  -np 2..4 on this machine (one agent, shared memory);
   ssh    -H 127.0.0.2:2,127.0.0.3:2 (or :2,:1): two loopback sshd "hosts"
-         started by tests/ssh/sshfix.py, hierarchical or flat allreduce;
+         started by tests/lib/sshfix.py, hierarchical or flat allreduce;
   mixed  -H localhost:2,127.0.0.2:2: a local agent and a remote one.
 
 It waits until every rank has finished its first allreduces (the worker
@@ -79,13 +79,8 @@ import threading
 import time
 import unittest
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-TESTS = os.path.dirname(HERE)
-sys.path.insert(0, os.path.join(TESTS, "integration"))
-sys.path.insert(0, os.path.join(TESTS, "ssh"))
-
-import hvdtest  # noqa: E402
-import sshfix  # noqa: E402
+import hvdtest
+import sshfix
 
 WORKER = os.environ.get(
     "HVD_CHAOSWORKER", os.path.join(hvdtest.BUILD, "tests", "chaos",

@@ -4,7 +4,8 @@
 The names come from the public header itself: every function declared
 with HVD_EXPORT, and every entry of the HVD_ERRNO_MAP X-macro table, so a
 function or error code added to the header without a man page entry fails
-here. Each function must have a prototype in the SYNOPSIS and an entry
+here. Each function must be named in the NAME section (which names no
+function the header lacks), have a prototype in the SYNOPSIS and an entry
 of its own: a .SS heading, or a .TP tag in the FUNCTIONS section (the
 hvd_rank() family shares one subsection); each error must
 appear in the ERRORS section as its name, value and hvd_strerror()
@@ -107,6 +108,16 @@ def words(text):
     return " ".join(text.split())
 
 
+def name_section_names(man):
+    """The names the NAME section lists before its '\\-' and summary."""
+    text = roff_to_text(section(man, "NAME"))
+    names, dash, _ = text.partition(" - ")
+    if not dash:
+        names, dash, _ = text.partition("-")
+    return [n.strip() for n in names.replace("\n", " ").split(",")
+            if n.strip()]
+
+
 def appears(name, text):
     return re.search(r"(?<![\w])%s(?![\w])" % re.escape(name), text) is not None
 
@@ -129,6 +140,19 @@ def main():
 
     text = roff_to_text(man)
     problems = []
+
+    # NAME lists every function, and no other (whatis(1) and apropos(1)
+    # index the page by these names).
+    listed = name_section_names(man)
+    if not listed:
+        problems.append("the NAME section lists no function")
+    for fn in functions:
+        if fn not in listed:
+            problems.append("function %s is not listed in NAME" % fn)
+    for name in listed:
+        if name not in functions:
+            problems.append("NAME lists %s, which the header does not "
+                            "export" % name)
 
     # Every function, anywhere, in the SYNOPSIS and with a subsection.
     synopsis = words(roff_to_text(section(man, "SYNOPSIS")))

@@ -1,8 +1,9 @@
 """Runs examples/train under horovodrun and alone and checks what it claims.
 
-Every run must exit 0, reach the test accuracy the README states, log epochs
-from rank 0 only, write its checkpoint from rank 0 only, and end with the
-same weights checksum on every rank. Python 3 standard library only.
+Every run must exit 0, reach 95 % test accuracy (docs/libhvd.md reports
+99.17 %), log epochs from rank 0 only, write its checkpoint from rank 0
+only, and end with the same weights checksum on every rank. Python 3
+standard library only.
 """
 
 import os
@@ -24,7 +25,7 @@ HOROVODRUN = os.path.abspath(os.environ.get(
 TRAIN = os.path.abspath(os.environ.get(
     "HVD_TRAIN", os.path.join(BUILD, "examples", "train")))
 
-# The accuracy the README promises for the default options.
+# A margin below the 99.17 % that docs/libhvd.md reports for the defaults.
 MIN_ACCURACY = 95.0
 DEFAULT_EPOCHS = 20
 # Generous: the default run takes a few seconds, but the tests may share a

@@ -17,7 +17,8 @@
 #   2. gpucheck -np 2, HVD_FORCE_GPU_STAGING=1: two ranks on one GPU,
 #      device buffers staged through host memory (NCCL refuses two ranks
 #      on one GPU)
-#   3. train_cuda -np 1: reaches the README's 95 % test accuracy
+#   3. train_cuda -np 1: reaches 95 % test accuracy (the bar
+#      tests/example/test_train.py sets for the C example)
 #   4. train_cuda -np 2, staged: the same, and equal weights on both ranks
 #   5. hvd_bench -G -np 1: allreduce of device buffers, 8 B to 256 MiB,
 #      no wrong element

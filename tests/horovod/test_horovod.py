@@ -12,17 +12,14 @@ import os
 import json
 import re
 import socket
-import sys
 import time
 import unittest
 
+import hvdtest
+import sshfix
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 TESTS = os.path.dirname(HERE)
-sys.path.insert(0, os.path.join(TESTS, "integration"))
-sys.path.insert(0, os.path.join(TESTS, "ssh"))
-
-import hvdtest  # noqa: E402
-import sshfix  # noqa: E402
 
 ROOT = os.path.dirname(TESTS)
 VENV_PY = os.environ.get("HVD_HOROVOD_PYTHON",

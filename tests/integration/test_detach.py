@@ -4,7 +4,6 @@ refused by the job's socket, and a reader that never reads."""
 
 import os
 import re
-import shutil
 import signal
 import socket
 import struct
@@ -12,6 +11,7 @@ import subprocess
 import time
 
 import hvdtest
+from launchmode import AgentsMode, MpiMode
 from test_tty import Tmux
 
 # Each rank prints numbered lines with a progress bar between them, waits
@@ -53,7 +53,9 @@ def logs_request(follow, rank=-1, tail=-1):
     return frame(1, struct.pack(">Bii", follow, rank, tail))
 
 
-class DetachTest(hvdtest.TestCase):
+class DetachChecks:
+    """Checks of either launch mode (launchmode.py), which --detach
+    takes; the subcommands take none."""
 
     def setUp(self):
         super().setUp()
@@ -64,13 +66,15 @@ class DetachTest(hvdtest.TestCase):
         return self.env(XDG_RUNTIME_DIR=self.xdg)
 
     def hr(self, *args, timeout=60):
-        return self.run_hr(*args, env=self.hr_env(), timeout=timeout)
+        return hvdtest.run(hvdtest.hr_args(*args), env=self.hr_env(),
+                           timeout=timeout, cwd=self.tmp)
 
-    def detach(self, np, script, *args, opts=()):
+    def detach(self, np, script, *args):
         path = os.path.join(self.tmp, "rank.py")
         with open(path, "w") as f:
             f.write(script)
-        r = self.hr("--detach", *opts, "-np", np, hvdtest.PYTHON, path, *args)
+        r = self.hr("--detach", *self.MODE, "-np", np, hvdtest.PYTHON, path,
+                    *args)
         self.assertEqual(r.rc, 0, r.describe())
         self.assertRegex(r.out, r"^[0-9a-f]{8}\n$", r.describe())
         job = r.out.strip()
@@ -169,21 +173,6 @@ class DetachTest(hvdtest.TestCase):
         for r in range(3):
             self.assertEqual(bars[r], ["bar 149"])
 
-    def test_rank_and_tail(self):
-        job = self.detach(2, LINES, 20)
-        self.wait_state(job, lambda s: s != "running")
-        r = self.hr("logs", "--rank", "1", "--tail", "3", job)
-        self.assertEqual(r.rc, 0, r.describe())
-        self.assertEqual(r.out_lines, ["[1,1]<stdout>:line 19 of rank 1",
-                                         "[1,1]<stdout>:done 1"])
-        self.assertEqual(r.err_lines, ["[1,1]<stderr>:bar 19"])
-        bad = self.hr("logs", "--rank", "2", job)
-        self.assertEqual(bad.rc, 2, bad.describe())
-        self.assertIn("--rank 2: job %s has ranks 0 to 1" % job, bad.err)
-        none = self.hr("logs", "ffffffff")
-        self.assertEqual(none.rc, 2)
-        self.assertIn("no job ffffffff", none.err)
-
     def test_failure_summary_kept(self):
         job = self.detach(2, "import os, sys\nprint('hi', flush=True)\n"
                           "sys.exit(3 if os.environ['HOROVOD_RANK'] == '1' "
@@ -205,37 +194,12 @@ class DetachTest(hvdtest.TestCase):
         a.signal(signal.SIGINT)
         rc = a.wait(60)
         self.assertIn("stopping job %s" % job, a.err)
-        self.assertIn("stop requested (SIGTERM); forwarding it to all ranks",
-                      a.err)
+        self.assertIn("stop requested (SIGTERM); forwarding it to " +
+                      self.FORWARD_TO, a.err)
         st = self.wait_state(job, lambda s: s != "running")
         self.assertEqual(st.split()[0], "failed")
         self.assertEqual(rc, int(st.split()[1]), "attach exits as the job")
         self.assertEqual(hvdtest.wait_gone(self.marker), [])
-
-    def test_attach_on_a_terminal(self):
-        # Bars drawn in place, then Ctrl-C typed on a real terminal.
-        go = os.path.join(self.tmp, "go")
-        job = self.detach(2, LINES, 30, go)
-        # The shell survives the Ctrl-C to print attach's status.
-        t = Tmux(self, hvdtest.hr_args("attach", job), self.hr_env(),
-                 prelude="trap 'echo INT' INT\n")
-        live = ["[%d,%d]<stderr>:bar 29" % (r, r) for r in range(2)]
-        rows = t.wait(lambda rows: rows[-2:] == live or
-                      sorted(rows[-2:]) == live)
-        self.assertFalse([r for r in rows if "<stderr>:bar 28" in r],
-                         "an update replaces the one before")
-        self.assertIn("[1,1]<stdout>:line 29 of rank 1", rows)
-        t.tmux("send-keys", "C-c")
-        rows = t.wait(lambda rows: t.exit_code(rows) is not None)
-        self.assertTrue([r for r in rows if "stopping job %s" % job in r])
-        st = self.wait_state(job, lambda s: s != "running")
-        self.assertEqual("failed %d" % t.exit_code(rows), st)
-        # Nothing but the terminal's own shell and its sleep.
-        def stray():
-            return [p for p in hvdtest.marked_procs(self.marker)
-                    if p[1] not in ("sleep", "sh", "tmux: server")]
-        hvdtest.wait_until(lambda: not stray(), 20)
-        self.assertEqual(stray(), [])
 
     def test_stop(self):
         job = self.detach(2, FOREVER)
@@ -267,30 +231,50 @@ class DetachTest(hvdtest.TestCase):
         self.assertFalse(os.path.exists(self.job_dir(job)))
         self.assertEqual(self.hr("ps").out_lines[1:], [])
 
-    def test_under_mpirun(self):
-        if shutil.which("mpirun") is None:
-            self.skipTest("no mpirun (scripts/install-deps.sh installs "
-                          "Open MPI)")
-        mpi = ("--mpi",)
-        job = self.detach(2, LINES, 5, opts=mpi)
-        self.assertEqual(self.wait_state(job, lambda s: s != "running"),
-                         "exited 0")
-        r = self.hr("logs", "--rank", "1", job)
-        self.assertEqual(r.out_lines, ["[1,1]<stdout>:line %d of rank 1" % i
-                                       for i in range(5)] +
-                         ["[1,1]<stdout>:done 1"])
-        # Stopped through the socket, and killed: nothing stays either way.
-        job = self.detach(2, FOREVER, opts=mpi)
-        r = self.hr("stop", job)
+
+class DetachTest(AgentsMode, DetachChecks, hvdtest.TestCase):
+    """With horovodrun's own agents, also logs --rank/--tail, a terminal,
+    another uid and a reader that never reads."""
+
+    def test_rank_and_tail(self):
+        job = self.detach(2, LINES, 20)
+        self.wait_state(job, lambda s: s != "running")
+        r = self.hr("logs", "--rank", "1", "--tail", "3", job)
         self.assertEqual(r.rc, 0, r.describe())
-        self.assertIn("ended with exit code", r.err)
-        job = self.detach(2, FOREVER, opts=mpi)
-        self.assertTrue(hvdtest.wait_until(
-            lambda: len([p for p in hvdtest.marked_procs(self.marker)
-                         if "python" in p[1]]) >= 2, 30), "the ranks run")
-        os.kill(int(self.info(job)["pid"]), signal.SIGKILL)
-        self.assertEqual(hvdtest.wait_gone(self.marker, 30), [])
-        self.assertEqual(self.state(job), "lost")
+        self.assertEqual(r.out_lines, ["[1,1]<stdout>:line 19 of rank 1",
+                                         "[1,1]<stdout>:done 1"])
+        self.assertEqual(r.err_lines, ["[1,1]<stderr>:bar 19"])
+        bad = self.hr("logs", "--rank", "2", job)
+        self.assertEqual(bad.rc, 2, bad.describe())
+        self.assertIn("--rank 2: job %s has ranks 0 to 1" % job, bad.err)
+        none = self.hr("logs", "ffffffff")
+        self.assertEqual(none.rc, 2)
+        self.assertIn("no job ffffffff", none.err)
+
+    def test_attach_on_a_terminal(self):
+        # Bars drawn in place, then Ctrl-C typed on a real terminal.
+        go = os.path.join(self.tmp, "go")
+        job = self.detach(2, LINES, 30, go)
+        # The shell survives the Ctrl-C to print attach's status.
+        t = Tmux(self, hvdtest.hr_args("attach", job), self.hr_env(),
+                 prelude="trap 'echo INT' INT\n")
+        live = ["[%d,%d]<stderr>:bar 29" % (r, r) for r in range(2)]
+        rows = t.wait(lambda rows: rows[-2:] == live or
+                      sorted(rows[-2:]) == live)
+        self.assertFalse([r for r in rows if "<stderr>:bar 28" in r],
+                         "an update replaces the one before")
+        self.assertIn("[1,1]<stdout>:line 29 of rank 1", rows)
+        t.tmux("send-keys", "C-c")
+        rows = t.wait(lambda rows: t.exit_code(rows) is not None)
+        self.assertTrue([r for r in rows if "stopping job %s" % job in r])
+        st = self.wait_state(job, lambda s: s != "running")
+        self.assertEqual("failed %d" % t.exit_code(rows), st)
+        # Nothing but the terminal's own shell and its sleep.
+        def stray():
+            return [p for p in hvdtest.marked_procs(self.marker)
+                    if p[1] not in ("sleep", "sh", "tmux: server")]
+        hvdtest.wait_until(lambda: not stray(), 20)
+        self.assertEqual(stray(), [])
 
     def connect_as(self, uid, path):
         """What a process of uid gets from the job's socket: the error
@@ -373,6 +357,10 @@ class DetachTest(hvdtest.TestCase):
         r = self.hr("ps", "--bogus")
         self.assertEqual(r.rc, 2)
         self.assertEqual(self.hr("ps").out_lines[1:], [])
+
+
+class DetachMpiTest(MpiMode, DetachChecks, hvdtest.TestCase):
+    """The same checks under horovodrun --mpi."""
 
 
 if __name__ == "__main__":

@@ -5,11 +5,13 @@ import signal
 
 import hvdtest
 from hvdtest import py, sh
+from launchmode import AgentsMode, MpiMode
 
 ERR = hvdtest.ERR_PREFIX
 
 
-class FailFastTest(hvdtest.TestCase):
+class FailFastChecks:
+    """Checks of either launch mode (launchmode.py)."""
 
     def test_rank_exit_code_stops_job(self):
         started = os.path.join(self.tmp, "started")
@@ -27,18 +29,6 @@ class FailFastTest(hvdtest.TestCase):
             "the job was stopped"], res.describe())
         self.assertNotIn("survived", res.out)
         # horovodrun waited for its ranks: none may outlive it.
-        self.assertNoneLeft(timeout=5)
-
-    def test_rank_exit_code_on_second_host(self):
-        script = ('if [ "$HOROVOD_RANK" = 3 ]; then exit 42; fi; '
-                  'exec sleep 60')
-        res = self.run_hr("-np", "4", "-H", "localhost:2,127.0.0.1:2",
-                          *sh(script), timeout=90)
-        self.assertRc(res, 42)
-        self.assertLess(res.elapsed, 20)
-        self.assertEqual(res.error_lines(), [
-            ERR + "rank 3 (host 127.0.0.1, local_rank 1) exited with code "
-            "42; the job was stopped"])
         self.assertNoneLeft(timeout=5)
 
     def test_rank_killed_by_sigkill(self):
@@ -129,6 +119,23 @@ while True:
             ERR + "rank 0 (host localhost, local_rank 0) exited with code "
             "44; the job was stopped"])
 
+
+class FailFastTest(AgentsMode, FailFastChecks, hvdtest.TestCase):
+    """With horovodrun's own agents, also on two hosts and an agent's
+    death."""
+
+    def test_rank_exit_code_on_second_host(self):
+        script = ('if [ "$HOROVOD_RANK" = 3 ]; then exit 42; fi; '
+                  'exec sleep 60')
+        res = self.run_hr("-np", "4", "-H", "localhost:2,127.0.0.1:2",
+                          *sh(script), timeout=90)
+        self.assertRc(res, 42)
+        self.assertLess(res.elapsed, 20)
+        self.assertEqual(res.error_lines(), [
+            ERR + "rank 3 (host 127.0.0.1, local_rank 1) exited with code "
+            "42; the job was stopped"])
+        self.assertNoneLeft(timeout=5)
+
     def test_agent_killed(self):
         # If hvd-agent dies, horovodrun says so and its ranks die with it.
         job = self.start_hr("-np", "2", *sh("echo ready; exec sleep 60"))
@@ -147,6 +154,10 @@ while True:
         # Signals are named the same way as in the rank summaries.
         self.assertIn("signal 9 (SIGKILL)", errs[0])
         self.assertNoneLeft(timeout=10)
+
+
+class FailFastMpiTest(MpiMode, FailFastChecks, hvdtest.TestCase):
+    """The same checks under horovodrun --mpi."""
 
 
 if __name__ == "__main__":

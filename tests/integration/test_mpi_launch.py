@@ -18,12 +18,9 @@ import sys
 import time
 
 import hvdtest
+import mpienv
+import sshfix
 from hvdtest import py, sh
-
-sys.path.insert(0, os.path.join(hvdtest.ROOT, "tests", "ssh"))
-sys.path.insert(0, os.path.join(hvdtest.ROOT, "tests", "mpi"))
-import mpienv  # noqa: E402
-import sshfix  # noqa: E402
 
 ERR = hvdtest.ERR_PREFIX
 MPIRUN = shutil.which("mpirun")

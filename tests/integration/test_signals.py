@@ -6,6 +6,7 @@ import time
 
 import hvdtest
 from hvdtest import py, sh
+from launchmode import AgentsMode, MpiMode
 
 ERR = hvdtest.ERR_PREFIX
 WARN = hvdtest.WARN_PREFIX
@@ -52,7 +53,8 @@ def is_ready(line):
     return line.endswith(">:ready")
 
 
-class SignalTest(hvdtest.TestCase):
+class SignalChecks:
+    """Checks of either launch mode (launchmode.py)."""
 
     def test_sigint_forwarded_ranks_die_of_it(self):
         job = self.start_hr("-np", "4", *py(INT_DIES))
@@ -64,16 +66,21 @@ class SignalTest(hvdtest.TestCase):
         self.assertEqual(rc, 130, job.describe())
         out = job.text_lines("stdout")
         for r in range(4):
-            self.assertIn("[%d,%d]<stdout>:rank %d got SIGINT" % (r, r, r),
-                          out)
+            # Under mpirun the ranks get its SIGTERM and SIGKILL instead.
+            (self.assertIn if self.GETS_SIGNAL else self.assertNotIn)(
+                "[%d,%d]<stdout>:rank %d got SIGINT" % (r, r, r), out)
         self.assertNotIn("never interrupted", job.out)
         err = job.text_lines("stderr")
         warns = [l for l in err if l.startswith(WARN)]
         self.assertEqual(len(warns), 1, job.describe())
-        self.assertTrue(warns[0].startswith(WARN + "received SIGINT"),
-                        warns[0])
+        self.assertEqual(warns[0], WARN + "received SIGINT; forwarding it to "
+                         "%s (again to kill them at once)" % self.FORWARD_TO)
         errs = [l for l in err if l.startswith(ERR)]
         self.assertEqual(len(errs), 1, job.describe())
+        if not self.GETS_SIGNAL:
+            self.assertEqual(errs[0], ERR + "interrupted by SIGINT: " +
+                             self.ALL_STOPPED)
+            return self.assertNoneLeft(timeout=5)
         self.assertRegex(errs[0], re.escape(ERR) + r"interrupted by SIGINT: "
                          r"rank (\d) \(host localhost, local_rank \1\) was "
                          r"killed by signal 2 \(SIGINT\); the job was "
@@ -81,7 +88,12 @@ class SignalTest(hvdtest.TestCase):
         self.assertNoneLeft(timeout=5)
 
     def test_sigterm_forwarded_ranks_exit_zero(self):
-        job = self.start_hr("-np", "3", *py(TERM_EXITS))
+        # A grace longer than Open MPI's default second: under --mpi a
+        # loaded machine may take that long to run a Python rank's handler,
+        # and mpirun's SIGKILL then ends it before it prints. (mpirun waits
+        # out the whole grace even when every rank ended.)
+        job = self.start_hr("-np", "3", "--kill-grace", "4",
+                            *py(TERM_EXITS))
         job.wait_line(is_ready, count=3, timeout=20)
         job.signal(signal.SIGTERM)
         rc = job.wait(timeout=20)
@@ -91,22 +103,8 @@ class SignalTest(hvdtest.TestCase):
             self.assertIn("[%d,%d]<stdout>:rank %d got SIGTERM" % (r, r, r),
                           out)
         errs = [l for l in job.text_lines("stderr") if l.startswith(ERR)]
-        self.assertEqual(errs, [ERR + "interrupted by SIGTERM: all ranks "
-                                "exited"])
-        self.assertNoneLeft(timeout=5)
-
-    def test_sigterm_forwarded_ranks_die_of_it(self):
-        job = self.start_hr("-np", "2", "-H", "localhost:1,127.0.0.1:1",
-                            *sh("echo ready; exec sleep 60"))
-        job.wait_line(is_ready, count=2, timeout=20)
-        job.signal(signal.SIGTERM)
-        rc = job.wait(timeout=20)
-        self.assertEqual(rc, 128 + 15, job.describe())
-        errs = [l for l in job.text_lines("stderr") if l.startswith(ERR)]
-        self.assertEqual(len(errs), 1, job.describe())
-        self.assertRegex(errs[0], re.escape(ERR) + r"interrupted by SIGTERM: "
-                         r"rank [01] \(host (localhost|127\.0\.0\.1), "
-                         r"local_rank 0\) was killed by signal 15 \(SIGTERM\)")
+        self.assertEqual(errs, [ERR + "interrupted by SIGTERM: " +
+                                self.ALL_STOPPED])
         self.assertNoneLeft(timeout=5)
 
     def test_sighup_forwarded(self):
@@ -149,7 +147,9 @@ class SignalTest(hvdtest.TestCase):
         job.wait_line(is_ready, count=4, timeout=20)
         procs = hvdtest.marked_procs(self.marker)
         comms = sorted(c for _, c, _ in procs)
-        self.assertEqual(comms.count("hvd-agent"), nagents, procs)
+        # Under mpirun, one hvd-mpi-rank a rank and no agent.
+        self.assertEqual(comms.count("hvd-agent"),
+                         0 if self.MODE else nagents, procs)
         self.assertEqual(comms.count("horovodrun"), 1, procs)
         self.assertEqual(len([c for c in comms if c.startswith("python")]),
                          4, procs)
@@ -161,9 +161,37 @@ class SignalTest(hvdtest.TestCase):
     def test_sigkill_of_horovodrun_leaves_nothing(self):
         self.check_sigkill_leaves_nothing(nagents=1)
 
+
+class SignalTest(AgentsMode, SignalChecks, hvdtest.TestCase):
+    """With horovodrun's own agents, also on two hosts."""
+
+    def test_sigterm_forwarded_ranks_die_of_it(self):
+        job = self.start_hr("-np", "2", "-H", "localhost:1,127.0.0.1:1",
+                            *sh("echo ready; exec sleep 60"))
+        job.wait_line(is_ready, count=2, timeout=20)
+        job.signal(signal.SIGTERM)
+        rc = job.wait(timeout=20)
+        self.assertEqual(rc, 128 + 15, job.describe())
+        errs = [l for l in job.text_lines("stderr") if l.startswith(ERR)]
+        self.assertEqual(len(errs), 1, job.describe())
+        self.assertRegex(errs[0], re.escape(ERR) + r"interrupted by SIGTERM: "
+                         r"rank [01] \(host (localhost|127\.0\.0\.1), "
+                         r"local_rank 0\) was killed by signal 15 \(SIGTERM\)")
+        self.assertNoneLeft(timeout=5)
+
     def test_sigkill_of_horovodrun_two_hosts(self):
         self.check_sigkill_leaves_nothing("-H", "localhost:2,127.0.0.1:2",
                                           nagents=2)
+
+
+class SignalMpiTest(MpiMode, SignalChecks, hvdtest.TestCase):
+    """The same checks under horovodrun --mpi."""
+
+    def test_sigkill_of_horovodrun_leaves_nothing(self):
+        # Known gap: mpirun notices a SIGKILLed horovodrun only when it
+        # next writes (SIGPIPE), so silent ranks outlive it.
+        self.skipTest("--mpi: mpirun outlives a SIGKILLed horovodrun while "
+                      "its ranks print nothing (not fixed yet)")
 
 
 if __name__ == "__main__":

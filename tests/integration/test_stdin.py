@@ -10,6 +10,7 @@ import time
 
 import hvdtest
 from hvdtest import py
+from launchmode import AgentsMode, MpiMode
 
 READ_ALL = r"""
 import os, sys, time
@@ -20,7 +21,8 @@ print("rank %s read %r in %.1f s" % (os.environ["HOROVOD_RANK"], data,
 """
 
 
-class StdinTest(hvdtest.TestCase):
+class StdinChecks:
+    """Checks of either launch mode (launchmode.py)."""
 
     def test_rank0_gets_stdin_others_eof(self):
         res = self.run_hr("-np", "3", *py(READ_ALL), input=b"hello\n")
@@ -92,7 +94,7 @@ else:
             fcntl.ioctl(0, termios.TIOCSCTTY, 0)
         t0 = time.monotonic()
         p = subprocess.Popen(
-            hvdtest.hr_args("-np", "2", *py("print('done')")), stdin=slave,
+            self.hr_args("-np", "2", *py("print('done')")), stdin=slave,
             stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=self.env(),
             cwd=self.tmp, preexec_fn=make_foreground)
         os.close(slave)
@@ -132,7 +134,7 @@ else:
         script = ("import sys; print('got', repr(sys.stdin.readline()), "
                   "flush=True)")
         p = subprocess.Popen(
-            hvdtest.hr_args("-np", "1", *py(script)), stdin=slave,
+            self.hr_args("-np", "1", *py(script)), stdin=slave,
             stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=self.env(),
             cwd=self.tmp, preexec_fn=make_foreground)
         os.close(slave)
@@ -150,6 +152,10 @@ else:
         self.assertEqual(out.decode().splitlines(),
                          ["[0,0]<stdout>:got 'typed\\n'"])
 
+
+class StdinTest(AgentsMode, StdinChecks, hvdtest.TestCase):
+    """With horovodrun's own agents, also on two hosts."""
+
     def test_rank0_on_second_listed_host_gets_stdin(self):
         # Rank 0 lives on the first host; stdin follows rank 0, not host 0.
         res = self.run_hr("-np", "2", "-H", "127.0.0.1:1,localhost:1",
@@ -158,6 +164,10 @@ else:
         lines = sorted(l.rsplit(" in ", 1)[0] for l in res.out_lines)
         self.assertEqual(lines, ["[0,0]<stdout>:rank 0 read b'to-rank-0'",
                                  "[1,0]<stdout>:rank 1 read b''"])
+
+
+class StdinMpiTest(MpiMode, StdinChecks, hvdtest.TestCase):
+    """The same checks under horovodrun --mpi."""
 
 
 if __name__ == "__main__":

@@ -15,26 +15,20 @@ Signals and failures must still work while output is paused.
 
 Sizes: LOAD_RANKS (16) ranks x LOAD_LINES (20000) lines for the load test,
 about 55 MB. The full run (16 x 100,000 lines, about 270 MB) is the
-benchmark, output_bench.py.
+benchmark, tests/bench/output_bench.py.
 
-    python3 tests/load/test_load.py [LoadTest | SshLoadTest] [-v]
+    PYTHONPATH=tests/lib python3 tests/load/test_load.py \\
+        [LoadTest | SshLoadTest] [-v]
 """
 
 import os
 import signal
 import subprocess
-import sys
 import time
 import unittest
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-TESTS = os.path.dirname(HERE)
-sys.path.insert(0, HERE)
-sys.path.insert(0, os.path.join(TESTS, "integration"))
-sys.path.insert(0, os.path.join(TESTS, "ssh"))
-
-import hvdtest  # noqa: E402
-import loadcheck as lc  # noqa: E402
+import hvdtest
+import loadcheck as lc
 
 SPEW = os.environ.get("HVD_SPEW",
                       os.path.join(hvdtest.BUILD, "tests", "load", "spew"))

@@ -7,13 +7,10 @@ import os
 import re
 import socket
 import subprocess
-import sys
 import time
 import unittest
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)),
-                                "..", "integration"))
-import rdvpeer  # noqa: E402
+import rdvpeer
 
 HR = os.environ["HVD_HOROVODRUN"]
 REINIT = os.environ["HVD_REINIT"]

@@ -18,10 +18,8 @@ import subprocess
 import sys
 import time
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, os.path.join(os.path.dirname(HERE), "integration"))
-import hvdtest  # noqa: E402
-import slurmfix  # noqa: E402
+import hvdtest
+import slurmfix
 
 ERR = hvdtest.ERR_PREFIX
 TRAIN = os.environ.get("HVD_TRAIN",

@@ -20,13 +20,9 @@ import sys
 import time
 import unittest
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, HERE)
-sys.path.insert(0, os.path.join(os.path.dirname(HERE), "integration"))
-
-import hvdtest  # noqa: E402
-import sshfix  # noqa: E402
-from hvdtest import py, sh  # noqa: E402
+import hvdtest
+import sshfix
+from hvdtest import py, sh
 
 ERR = hvdtest.ERR_PREFIX
 WARN = hvdtest.WARN_PREFIX

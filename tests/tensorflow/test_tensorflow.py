@@ -16,13 +16,11 @@ into the venv that scripts/install-deps.sh --tensorflow makes
 import os
 import re
 import subprocess
-import sys
 import unittest
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, os.path.join(os.path.dirname(HERE), "integration"))
+import hvdtest
 
-import hvdtest  # noqa: E402
+HERE = os.path.dirname(os.path.abspath(__file__))
 
 ROOT = os.path.dirname(os.path.dirname(HERE))
 PY = os.environ.get("HVD_TF_PYTHON",

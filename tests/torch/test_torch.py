@@ -17,7 +17,9 @@ import subprocess
 import tempfile
 import unittest
 
-from torchenv import HERE, LIB, PY, PYPATH, ROOT, hvdtest
+from torchenv import LIB, PY, PYPATH, ROOT, hvdtest
+
+HERE = os.path.dirname(os.path.abspath(__file__))
 
 
 def env(**extra):

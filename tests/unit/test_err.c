@@ -1,10 +1,13 @@
-/* Unit tests for the error tables: libhvd's (common/err.c,
- * worker/include/hvd.h) and the launcher's (launcher/lib/errcode.c). */
+/* Unit tests for the error tables: libhvd's (common/err.c, and its public
+ * copy in worker/include/hvd.h) and the launcher's (launcher/lib/errcode.c). */
 #include <criterion/criterion.h>
 #include <limits.h>
 #include <string.h>
 
 #include "launcher/lib/errcode.h"
+/* The tables below are the public header's, so that messages_are_specific
+ * checks hvd_strerror's messages (common/hvd_err.h) against its own. */
+#include "worker/include/hvd.h"
 
 struct code {
     const char *name; /* as the table spells it, e.g. "EINVAL" */

@@ -1,6 +1,6 @@
 /* Unit tests for the ring's allgather and small-tensor allreduce
  * (worker/transport/ring.c): n threads wired by socket pairs as
- * hvd__join_ring wires ranks, on the ring's own path and on Bruck's. */
+ * hvd__connect_ring wires ranks, on the ring's own path and on Bruck's. */
 #include <criterion/criterion.h>
 #include <pthread.h>
 #include <stdlib.h>
@@ -57,7 +57,7 @@ static void *member_main(void *arg)
     return NULL;
 }
 
-/* Wires n members as hvd__join_ring does (links to rank + 2^k for every
+/* Wires n members as hvd__connect_ring does (links to rank + 2^k for every
  * distance below n when n >= 4, or only the ring: links 1), runs them,
  * and closes them. */
 static void run_members(struct member *m, int n, int links)

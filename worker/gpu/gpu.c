@@ -14,6 +14,7 @@
 #include "common/envc.h"
 #include "common/hvd_err.h"
 #include "hvd_build.h"
+#include "worker/ctx.h"
 
 /* The double's allocations: each a memfd mapped twice, once without
  * access (the "device" address handed out) and once readable and
@@ -333,4 +334,14 @@ int hvd__gpu_wait_mark(void **mark, char *err, size_t errlen)
 int hvd__gpu_count(void)
 {
     return hvd__gpu()->count();
+}
+
+int hvd__gpu_device(const struct hvd_ctx *c)
+{
+    /* horovodrun's pinning leaves each rank one visible device. */
+    const char *v = getenv(HVD_ENV_CUDA_VISIBLE);
+    if (v && v[0] && strchr(v, ',') == NULL)
+        return 0;
+    int n = hvd__gpu_count();
+    return n > 0 ? c->local_rank % n : c->local_rank;
 }

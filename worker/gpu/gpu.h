@@ -64,6 +64,11 @@ int hvd__gpu_wait_mark(void **mark, char *err, size_t errlen);
 /* Visible CUDA devices (0 without CUDA or a GPU; the test double does not
  * change it). */
 int hvd__gpu_count(void);
+/* The CUDA device c's rank should use, as hvd_device() documents it: 0
+ * when horovodrun pinned the rank to one GPU (CUDA_VISIBLE_DEVICES lists
+ * one), else its local rank modulo the visible devices (the local rank
+ * when there are none). */
+int hvd__gpu_device(const struct hvd_ctx *c);
 
 /* The test double's device memory: mapped without any access, so that a
  * host access to it crashes; only hvd__gpu_copy reaches its bytes. */

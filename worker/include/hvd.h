@@ -41,11 +41,16 @@ extern "C" {
     XX(EMISMATCH, -22, "ranks disagree about a named operation")               \
     XX(ENOTMEMBER, -23, "this rank is not in the process set")
 
+/* Guarded: libhvd's own sources declare the same codes from a copy of
+ * this table, and may include both. */
+#ifndef HVD_ERRNO_DECLARED
+#define HVD_ERRNO_DECLARED
 enum hvd_errno {
 #define XX(name, val, msg) HVD_##name = val,
     HVD_ERRNO_MAP(XX)
 #undef XX
 };
+#endif
 
 /* The values are ABI: a new dtype takes the next free number. */
 typedef enum hvd_dtype {
@@ -150,10 +155,10 @@ HVD_EXPORT int hvd_broadcast(void *buf, size_t count, hvd_dtype dtype, int root,
 /*
  * Concatenates every rank's elements in rank order. Each rank may give a
  * different count. On success *recvbuf is a new malloc()ed buffer (free()
- * it; NULL when the total is 0) and counts[r], an array of hvd_size()
- * entries supplied by the caller, holds rank r's count. When sendbuf is
- * CUDA device memory, *recvbuf is device memory from cudaMalloc (free it
- * with cudaFree).
+ * or hvd_free() it; NULL when the total is 0) and counts[r], an array of
+ * hvd_size() entries supplied by the caller, holds rank r's count. When
+ * sendbuf is CUDA device memory, *recvbuf is device memory from cudaMalloc
+ * (free it with cudaFree).
  */
 HVD_EXPORT int hvd_allgather(const void *sendbuf, size_t count, hvd_dtype dtype,
                              void **recvbuf, size_t *counts, const char *name);
@@ -267,6 +272,15 @@ HVD_EXPORT int hvd_alltoall_async(const void *sendbuf, const size_t *sendcounts,
                                   hvd_dtype dtype, void **recvbuf,
                                   size_t *recvcounts, const char *name,
                                   hvd_handle *handle);
+
+/*
+ * Frees a host buffer that libhvd handed out: the *recvbuf of
+ * hvd_allgather, hvd_grouped_allgather and hvd_alltoall (and their _async
+ * forms). It is free() from the C library libhvd uses, for callers that
+ * cannot reach that free() themselves (a ctypes binding, a program with
+ * another allocator). NULL does nothing. Device buffers are cudaFree()'s.
+ */
+HVD_EXPORT void hvd_free(void *ptr);
 
 /*
  * Describes the tensors of the next collective call this thread makes, so

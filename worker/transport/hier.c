@@ -7,8 +7,8 @@
 #include "worker/buf.h"
 #include "common/hvd_err.h"
 #include "worker/ctx.h"
-#include "worker/join.h"
 #include "worker/kernels/reduce.h"
+#include "worker/transport/connect.h"
 #include "worker/transport/shm_coll.h"
 #include "worker/transport/transport.h"
 
@@ -22,11 +22,11 @@ static int hier_connect(struct hvd_ctx *c, const struct hvd_link *l, char *err,
                         size_t errlen)
 {
     const struct hvd_topo *t = &c->topo;
-    int rc = hvd__join_shm(c, l, err, errlen);
+    int rc = hvd__connect_shm(c, l, err, errlen);
     if (rc || !is_leader(c))
         return rc;
     hvd__ring_init(&c->xring, t->host, t->nhosts);
-    return hvd__join_ring(c, &c->xring, 1, t->first, l, err, errlen);
+    return hvd__connect_ring(c, &c->xring, 1, t->first, l, err, errlen);
 }
 
 /* Within the host into the leader's accumulator (unfinished), across

@@ -14,9 +14,9 @@
 #include "worker/buf.h"
 #include "common/hvd_err.h"
 #include "worker/ctx.h"
-#include "worker/join.h"
 #include "worker/kernels/reduce.h"
 #include "worker/sock.h"
+#include "worker/transport/connect.h"
 #include "worker/transport/transport.h"
 #include "worker/wait.h"
 
@@ -502,7 +502,7 @@ out:
 static int tcp_connect(struct hvd_ctx *c, const struct hvd_link *l, char *err,
                        size_t errlen)
 {
-    return hvd__join_ring(c, &c->ring, 0, NULL, l, err, errlen);
+    return hvd__connect_ring(c, &c->ring, 0, NULL, l, err, errlen);
 }
 
 static int tcp_allreduce(struct hvd_ctx *c, const void *sendbuf, void *recvbuf,

@@ -43,7 +43,7 @@ struct hvd_ring {
 };
 
 void hvd__ring_init(struct hvd_ring *r, int rank, int size);
-/* How many links a ring of size members connects (hvd__join_ring): the
+/* How many links a ring of size members connects (hvd__connect_ring): the
  * ring itself, and from 4 members Bruck's links to every distance below
  * size (none beyond HVD_RING_LINKS). */
 int hvd__ring_links(int size);

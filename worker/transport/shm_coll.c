@@ -8,8 +8,8 @@
 
 #include "common/hvd_err.h"
 #include "worker/ctx.h"
-#include "worker/join.h"
 #include "worker/kernels/reduce.h"
+#include "worker/transport/connect.h"
 #include "worker/transport/shm_coll.h"
 #include "worker/transport/transport.h"
 
@@ -291,7 +291,7 @@ int hvd__shm_allgatherv(struct hvd_shm *s, const void *sendbuf, void *recvbuf,
 static int shm_connect(struct hvd_ctx *c, const struct hvd_link *l, char *err,
                        size_t errlen)
 {
-    return hvd__join_shm(c, l, err, errlen);
+    return hvd__connect_shm(c, l, err, errlen);
 }
 
 /* In the ring's segments (bounds), or in rank order without: either way

@@ -1,6 +1,6 @@
 /* The host transports behind one table: the TCP ring, shared memory on one
  * host, hierarchical across hosts, and MPI; coll.c dispatches through the
- * one hvd__join or hvd__mpi_join chose. */
+ * one hvd__topo_choose (for hvd__join) or hvd__mpi_join chose. */
 #ifndef HVD_TRANSPORT_H
 #define HVD_TRANSPORT_H
 

@@ -2,6 +2,8 @@
 
 Nothing here is compiled against a framework: tensors are passed to
 libhvd by data pointer, so one build serves every torch version.
+tests/python/test_binding.py checks the constants and signatures below
+against the header.
 
 The library is found, in this order, at ``$HVD_LIBRARY`` (a path), next
 to this package (``horovod/_lib/``, where ``pip install`` puts it), or
@@ -106,7 +108,7 @@ _SIG = {
     "hvd_built": (_c.c_int, [_c.c_char_p]),
     "hvd_transport": (_c.c_char_p, []),
     "hvd_start_timeline": (_c.c_int, [_c.c_char_p, _c.c_int]),
-    "hvd_add_process_set": (_c.c_int, [_c.c_void_p, _c.c_int]),
+    "hvd_add_process_set": (_c.c_int, [_c.POINTER(_c.c_int), _c.c_int]),
     "hvd_remove_process_set": (_c.c_int, [_c.c_int]),
     "hvd_use_process_set": (_c.c_int, [_c.c_int]),
     "hvd_next_shapes": (_c.c_int, [
@@ -116,19 +118,17 @@ _SIG = {
     "hvd_join": (_c.c_int, []),
     "hvd_use_cuda_stream": (_c.c_int, [_c.c_int, _c.c_void_p]),
     "hvd_stop_timeline": (_c.c_int, []),
+    "hvd_free": (None, [_c.c_void_p]),
 }
 for _name, (_res, _args) in _SIG.items():
     _f = getattr(lib, _name)
     _f.restype, _f.argtypes = _res, _args
 
-_libc = ctypes.CDLL(None)
-_libc.free.argtypes = [ctypes.c_void_p]
-_libc.free.restype = None
-
 
 def free(ptr):
-    """Frees memory libhvd allocated with malloc (an allgather's result)."""
-    _libc.free(ptr)
+    """Frees a host buffer libhvd handed out (an allgather's or an
+    alltoall's result), with libhvd's own hvd_free."""
+    lib.hvd_free(ptr)
 
 
 def next_shapes(shapes):

@@ -7,7 +7,7 @@ agents through srun from this "login node") and `srun true` (the same four
 tasks as one job step). Prints the medians and their ratio. Figures, not a
 test.
 
-    python3 tests/slurm/slurm_launch_bench.py [--reps N]
+    PYTHONPATH=tests/lib python3 tests/bench/slurm_launch_bench.py [--reps N]
 """
 
 import argparse
@@ -16,10 +16,9 @@ import statistics
 import subprocess
 import sys
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, os.path.join(os.path.dirname(HERE), "integration"))
-import hvdtest  # noqa: E402
-import slurmfix  # noqa: E402
+import hvdtest
+import slurmfix
+
 
 # Runs inside the allocation: each command REPS times, in alternation,
 # printing "name seconds" per run.

@@ -1,4 +1,6 @@
-"""Shared helpers for horovodrun's integration tests.
+"""Shared helpers for horovodrun's integration tests (tests/lib/, which
+meson puts on PYTHONPATH for every Python test; by hand, run a test with
+PYTHONPATH=tests/lib).
 
 The tests run the built binaries as real processes. Every job a test starts
 carries a unique marker in its environment (HVDTEST_MARK), which horovodrun

@@ -14,7 +14,7 @@ counts the job's processes still running 2 s later (then kills them).
 This prints figures; it is not a pass/fail test. It exits 0 unless a
 launcher fails to run the job.
 
-  tests/horovod/horovod_launch_bench.py [--runs 7] [--np 2,4]
+  PYTHONPATH=tests/lib tests/bench/horovod_launch_bench.py [--runs 7] [--np 2,4]
 Environment: HVD_HOROVODRUN (ours; default build/launcher/horovodrun),
 HVD_HOROVOD_PYTHON (the venv's python; default build-venv/bin/python,
 whose bin/horovodrun is Horovod's launcher).
@@ -28,16 +28,16 @@ import subprocess
 import sys
 import time
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, os.path.join(os.path.dirname(HERE), "integration"))
+import hvdtest
 
-import hvdtest  # noqa: E402
+HERE = os.path.dirname(os.path.abspath(__file__))
 
 ROOT = os.path.dirname(os.path.dirname(HERE))
 VENV_PY = os.environ.get("HVD_HOROVOD_PYTHON",
                          os.path.join(ROOT, "build-venv", "bin", "python"))
 THEIRS = os.path.join(os.path.dirname(VENV_PY), "horovodrun")
-WORKER = os.path.join(HERE, "hvdworker.py")
+# The rank program is the one test_horovod.py runs.
+WORKER = os.path.join(ROOT, "tests", "horovod", "hvdworker.py")
 TIMEOUT = 180
 
 

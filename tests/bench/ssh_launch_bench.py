@@ -17,10 +17,9 @@ import subprocess
 import sys
 import time
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, HERE)
+import sshfix
 
-import sshfix  # noqa: E402
+HERE = os.path.dirname(os.path.abspath(__file__))
 
 ROOT = os.path.dirname(os.path.dirname(HERE))
 HOROVODRUN = os.environ.get("HVD_HOROVODRUN",

@@ -4,17 +4,14 @@ meson sets (HVD_TORCH_PYTHON, HVD_PYTHONPATH, HVD_LIBRARY) or the build
 tree; and horovodrun, as the integration tests find it (hvdtest)."""
 
 import os
-import sys
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-TESTS = os.path.dirname(HERE)
-ROOT = os.path.dirname(TESTS)
-sys.path.insert(0, os.path.join(TESTS, "integration"))
+import hvdtest
 
-import hvdtest  # noqa: E402
+ROOT = hvdtest.ROOT
 
 HOROVODRUN = hvdtest.HOROVODRUN
 BUILD = hvdtest.BUILD
 PY = os.environ.get("HVD_TORCH_PYTHON", "/usr/bin/python3")
-PYPATH = os.environ.get("HVD_PYTHONPATH", os.path.join(ROOT, "worker", "python"))
+PYPATH = os.environ.get("HVD_PYTHONPATH",
+                        os.path.join(ROOT, "worker", "python"))
 LIB = os.environ.get("HVD_LIBRARY", os.path.join(BUILD, "worker", "libhvd.so"))

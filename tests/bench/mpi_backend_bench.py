@@ -19,7 +19,7 @@ the MPI backend's busbw to the own transport's. Exits 1 if a run fails or
 reports wrong elements, 77 (skipped) without MPI in the build or mpirun.
 
   meson test -C build --benchmark -v mpi_backend
-  python3 tests/mpi/mpi_backend_bench.py --build-dir build --reps 3
+  python3 tests/bench/mpi_backend_bench.py --build-dir build --reps 3
 Options: --np LIST, --reps N, -d DTYPE, -o OP, --build-dir DIR.
 Environment: HVD_HOROVODRUN, HVD_BENCH, HVD_MPIRUN, MPI_BENCH,
 HVD_HAVE_MPI (meson sets them).

@@ -15,7 +15,8 @@ This prints figures; it is not a pass/fail test. It exits 1 only when
 horovodrun fails or loses output.
 
 Run it with `meson test -C build --benchmark output -v`, or directly:
-  tests/load/output_bench.py [--ranks 16] [--lines 100000] [--runs 3]
+  PYTHONPATH=tests/lib tests/bench/output_bench.py [--ranks 16] \\
+      [--lines 100000] [--runs 3]
 Environment: HVD_HOROVODRUN, HVD_SPEW (the spew binary), HVD_MPIRUN
 (default: mpirun on PATH).
 """
@@ -30,11 +31,10 @@ import sys
 import tempfile
 import time
 
+import loadcheck as lc
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
-sys.path.insert(0, HERE)
-
-import loadcheck as lc  # noqa: E402
 
 BUILD = os.environ.get("HVD_BUILD_DIR", os.path.join(ROOT, "build"))
 RUN_TIMEOUT = 600
