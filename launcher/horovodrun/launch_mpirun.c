@@ -19,6 +19,7 @@
 #include "launcher/lib/proto.h"
 #include "launcher/lib/rankpipe.h"
 #include "launcher/lib/spawn.h"
+#include "launcher/lib/strvec.h"
 #include "launcher/link/link.h"
 
 extern char **environ;
@@ -46,6 +47,7 @@ struct mpistream {
 struct mpirun {
     struct hr_job *job;
     struct hr_mpicmd cmd;
+    char wrapper[PATH_MAX]; /* hvd-mpi-rank, which also starts mpirun */
     uv_process_t proc;
     int running;
     int64_t status;
@@ -364,10 +366,26 @@ static void show_command(char *const *argv)
     free(line);
 }
 
-static int spawn_mpirun(struct mpirun *m, char *const *argv)
+/* Starts mpirun through hvd-mpi-rank --tied, which ends it with SIGTERM
+ * when horovodrun dies, even by SIGKILL. */
+static int spawn_mpirun(struct mpirun *m, char *const *cmd)
 {
     uv_loop_t *loop = m->job->loop;
     uv_stdio_container_t stdio[3];
+    struct hvd_strvec argv;
+
+    hvd_strvec_init(&argv);
+    int e = hvd_strvec_push(&argv, m->wrapper) ||
+            hvd_strvec_push(&argv, "--tied") ||
+            hvd_strvec_pushf(&argv, "%ld", (long)getpid()) ||
+            hvd_strvec_push(&argv, "--");
+    for (size_t k = 0; cmd[k] && !e; k++)
+        e = hvd_strvec_push(&argv, cmd[k]);
+    if (e) {
+        hvd_strvec_close(&argv);
+        hvd_log_error("out of memory for the mpirun command");
+        return HR_EXIT_INTERNAL;
+    }
     uv_pipe_init(loop, &m->in, 0);
     m->in_open = 1;
     stdio[0].flags = UV_CREATE_PIPE | UV_READABLE_PIPE;
@@ -387,16 +405,17 @@ static int spawn_mpirun(struct mpirun *m, char *const *argv)
      * forwards it once. */
     uv_process_options_t po = {
         .exit_cb = on_exit_cb,
-        .file = argv[0],
-        .args = (char **)argv,
+        .file = argv.v[0],
+        .args = argv.v,
         .flags = UV_PROCESS_DETACHED,
         .stdio_count = 3,
         .stdio = stdio,
     };
     m->proc.data = m;
-    int e = uv_spawn(loop, &m->proc, &po);
+    e = uv_spawn(loop, &m->proc, &po);
+    hvd_strvec_close(&argv);
     if (e != 0) {
-        hvd_log_error("cannot start %s: %s", argv[0], uv_strerror(e));
+        hvd_log_error("cannot start %s: %s", cmd[0], uv_strerror(e));
         uv_close((uv_handle_t *)&m->proc, NULL);
         return HR_EXIT_INTERNAL;
     }
@@ -416,7 +435,7 @@ static int prepare(struct mpirun *m)
 {
     const struct hr_job *job = m->job;
     const struct hr_opts *o = job->opts;
-    char mpirun[PATH_MAX], wrapper[PATH_MAX], err[512];
+    char mpirun[PATH_MAX], err[512];
 
     if (!HVD_HAVE_MPI) {
         hvd_log_error("--mpi needs a build with MPI, and this one has none; "
@@ -429,8 +448,9 @@ static int prepare(struct mpirun *m)
                       "PATH; install Open MPI or drop --mpi");
         return HR_EXIT_USAGE;
     }
-    if (hr_link_sibling_path("hvd-mpi-rank", wrapper, sizeof(wrapper)) != 0 ||
-        access(wrapper, X_OK) != 0) {
+    if (hr_link_sibling_path("hvd-mpi-rank", m->wrapper, sizeof(m->wrapper)) !=
+            0 ||
+        access(m->wrapper, X_OK) != 0) {
         hvd_log_error("cannot find hvd-mpi-rank next to horovodrun; "
                       "reinstall horovodrun");
         return HR_EXIT_INTERNAL;
@@ -440,8 +460,8 @@ static int prepare(struct mpirun *m)
     if (o->rendezvous_addr)
         hvd_log_warn("--rendezvous-addr does nothing under --mpi");
     set_job_env(job->hosts, job->plan);
-    int rc = hr_mpicmd_build(&m->cmd, mpirun, wrapper, o, job->hosts, job->plan,
-                             err, sizeof(err));
+    int rc = hr_mpicmd_build(&m->cmd, mpirun, m->wrapper, o, job->hosts,
+                             job->plan, err, sizeof(err));
     if (rc != 0) {
         hvd_log_error("%s", err);
         return rc == HVD_EPARSE ? HR_EXIT_USAGE : HR_EXIT_INTERNAL;

@@ -23,7 +23,7 @@
 #define PROG "hvd-mpi-rank"
 #define USAGE                                                                  \
     "usage: " PROG " [--plan host:n,...] [--no-gpu-pinning] -- command "       \
-    "[args...]"
+    "[args...], or " PROG " --tied PID -- mpirun [args...]"
 
 /* The signals mpirun sends to the rank's process group, which the rank
  * gets directly: this process only has to outlive the rank to report it
@@ -328,11 +328,28 @@ static int exit_like(const struct wrapper *w)
     }
 }
 
+/*
+ * horovodrun --mpi starts mpirun through this (--tied): mpirun notices
+ * horovodrun's end only when it next writes to it, so a job whose ranks
+ * print nothing outlived a SIGKILLed horovodrun. The parent-death signal
+ * survives the exec, and mpirun ends its job on SIGTERM.
+ */
+static int exec_tied(pid_t parent, char **cmd)
+{
+    if (prctl(PR_SET_PDEATHSIG, SIGTERM) != 0 || getppid() != parent)
+        return 1;
+    execvp(cmd[0], cmd);
+    fprintf(stderr, PROG ": error: cannot run %s: %s\n", cmd[0],
+            strerror(errno));
+    return errno == ENOENT ? 127 : 126;
+}
+
 int main(int argc, char **argv)
 {
     static struct wrapper w;
     const char *spec = NULL;
     int pin = 1, i;
+    pid_t tied = 0;
 
     for (i = 1; i < argc && argv[i][0] == '-'; i++) {
         if (strcmp(argv[i], "--") == 0) {
@@ -343,6 +360,8 @@ int main(int argc, char **argv)
             spec = argv[++i];
         } else if (strcmp(argv[i], "--no-gpu-pinning") == 0) {
             pin = 0;
+        } else if (strcmp(argv[i], "--tied") == 0 && i + 1 < argc) {
+            tied = (pid_t)atoi(argv[++i]);
         } else {
             fprintf(stderr, PROG ": error: unknown option '%s'; " USAGE "\n",
                     argv[i]);
@@ -353,6 +372,8 @@ int main(int argc, char **argv)
         fprintf(stderr, PROG ": error: no command; " USAGE "\n");
         return 2;
     }
+    if (tied > 0)
+        return exec_tied(tied, argv + i);
     signal(SIGPIPE, SIG_IGN);
     /* mpirun's death reaches us as SIGTERM; see on_signal. */
     w.parent = getppid();

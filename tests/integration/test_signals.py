@@ -185,13 +185,8 @@ class SignalTest(AgentsMode, SignalChecks, hvdtest.TestCase):
 
 
 class SignalMpiTest(MpiMode, SignalChecks, hvdtest.TestCase):
-    """The same checks under horovodrun --mpi."""
-
-    def test_sigkill_of_horovodrun_leaves_nothing(self):
-        # Known gap: mpirun notices a SIGKILLed horovodrun only when it
-        # next writes (SIGPIPE), so silent ranks outlive it.
-        self.skipTest("--mpi: mpirun outlives a SIGKILLed horovodrun while "
-                      "its ranks print nothing (not fixed yet)")
+    """The same checks under horovodrun --mpi (the SIGKILL one with ranks
+    that print nothing, which mpirun would notice only when it wrote)."""
 
 
 if __name__ == "__main__":
