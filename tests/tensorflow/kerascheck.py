@@ -3,7 +3,8 @@ alias horovod.keras) on tf.keras, which is Keras 3, or Keras 2 from
 tf_keras when the job runs with TF_USE_LEGACY_KERAS=1: DistributedOptimizer
 in model.fit against one process with the combined batch (also with
 backward_passes_per_step), local variables, the callbacks' effects,
-load_model, the elastic state, and the value functions' return types.
+load_model, the elastic state and hvd.elastic.run's restore and reset,
+and the value functions' return types.
 
 Prints "kerascheck: rank R: ok N (Keras K)" when every test passed, else
 the failures, and exits 1.
@@ -22,7 +23,9 @@ import tensorflow as tf  # noqa: E402
 
 import horovod.keras as hvd_alias  # noqa: E402
 import horovod.tensorflow.keras as hvd  # noqa: E402
+from horovod.common import elastic as common_elastic  # noqa: E402
 from horovod.tensorflow import barrier  # noqa: E402
+from horovod.tensorflow import elastic as tf_elastic  # noqa: E402
 
 keras = tf.keras
 tf.get_logger().setLevel("ERROR")
@@ -210,6 +213,41 @@ class Keras(unittest.TestCase):
         self.assertEqual(state.epoch, 0)
         for a, b in zip(m.get_weights(), synced):
             self.assertTrue(np.allclose(a, b))
+
+    def test_elastic_run_restores_and_resets(self):
+        # Every rank fails at the same step once, as when a peer is lost
+        # inside a tf.function (UnknownError naming the collective): the
+        # state goes back to its commit, the ranks reset, and go on.
+        m = model(300 + self.r)
+        state = hvd.elastic.KerasState(m, keras.optimizers.SGD(0.1),
+                                       epoch=0, batch=0)
+        committed, resets = {}, []
+
+        def on_reset():
+            self.assertTrue(hvd.is_initialized())
+            for a, b in zip(m.get_weights(), committed["w"]):
+                self.assertTrue(np.array_equal(a, b))
+            resets.append(state.batch)
+        state.register_reset_callbacks([on_reset])
+
+        @hvd.elastic.run
+        def train(state):
+            while state.batch < 4:
+                if state.batch == 3 and not resets:
+                    raise tf.errors.UnknownError(
+                        None, None, "HorovodAllreduce: simulated lost peer")
+                m.set_weights([w * 0.5 + 1 for w in m.get_weights()])
+                state.batch += 1
+                if state.batch == 2:
+                    state.commit()
+                    committed["w"] = m.get_weights()
+            return m.get_weights()
+
+        final = train(state)
+        self.assertEqual(resets, [2])
+        for w in final:
+            self.assertTrue(gathered_equal(w))
+        self.assertIs(tf_elastic.ObjectState, common_elastic.ObjectState)
 
     def test_values_and_alias(self):
         # Horovod returns tensors, not NumPy values.

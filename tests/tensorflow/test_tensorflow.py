@@ -77,14 +77,14 @@ class TensorFlowTest(unittest.TestCase):
         self.check_all_ok("tfcheck", 4, 21)
 
     def test_keras_np2(self):
-        self.check_all_ok("kerascheck", 2, 9, " (Keras 3)")
+        self.check_all_ok("kerascheck", 2, 10, " (Keras 3)")
 
     def test_keras_np4(self):
-        self.check_all_ok("kerascheck", 4, 9, " (Keras 3)")
+        self.check_all_ok("kerascheck", 4, 10, " (Keras 3)")
 
     def test_keras2_from_tf_keras_np2(self):
         # Keras 2 code on TensorFlow 2.16+ runs through tf_keras.
-        self.check_all_ok("kerascheck", 2, 9, " (Keras 2)",
+        self.check_all_ok("kerascheck", 2, 10, " (Keras 2)",
                           TF_USE_LEGACY_KERAS="1")
 
     def test_keras_example_trains_with_equal_weights(self):

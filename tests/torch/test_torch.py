@@ -5,6 +5,8 @@ torchcheck.py runs every collective, dtype and op against serial
 references, the collectives' gradients, the errors, and
 DistributedOptimizer against one process with the combined batch, in each
 rank at -np 2 and -np 4. torchkill.py kills a rank in the middle of a step.
+torchelastic.py checks hvd.elastic (run, TorchState, ElasticSampler) at
+-np 2, then finishes its sampler's epoch at -np 3.
 
 Environment: HVD_TORCH_PYTHON (default /usr/bin/python3, which sees
 Debian's python3-torch), HVD_LIBRARY (libhvd.so of the build) and
@@ -125,6 +127,33 @@ class TorchTest(unittest.TestCase):
         self.assertIn(hvdtest.ERR_PREFIX + "rank 2 (host localhost, "
                       "local_rank 2) was killed by signal 9 (SIGKILL)",
                       r.err, r.describe())
+
+    def test_elastic_restore_reset_sampler_and_host_updates(self):
+        # torchelastic.py asserts in each rank; here: every rank says ok
+        # and the ranks agree on what they saw (its "same:" lines).
+        with tempfile.TemporaryDirectory(prefix="hvdtest-elastic-") as d:
+            statefile = os.path.join(d, "sampler.json")
+            for np, mode in ((2, "np2"), (3, "resized")):
+                with self.subTest(np=np):
+                    r = hvdtest.run(
+                        hvdtest.hr_args("-np", np, PY,
+                                        os.path.join(HERE, "torchelastic.py"),
+                                        mode, statefile),
+                        env=env(), timeout=180)
+                    self.assertEqual(r.rc, 0, r.describe())
+                    per, _ = hvdtest.prefixed(r.out_lines)
+                    same = []
+                    for rank in range(np):
+                        prefix = "torchelastic: rank %d: " % rank
+                        text = [t[len(prefix):] for _, t in per.get(rank, [])
+                                if t.startswith(prefix)]
+                        self.assertEqual(text[-1:], ["ok"], r.describe())
+                        same.append([t for t in text
+                                     if t.startswith("same:")])
+                    self.assertEqual(len(same[0]), 3 if np == 2 else 1,
+                                     r.describe())
+                    for other in same[1:]:
+                        self.assertEqual(other, same[0], r.describe())
 
     def test_example_trains_with_equal_weights(self):
         ckpt = os.path.join(os.environ.get("TMPDIR", "/tmp"),

@@ -11,10 +11,13 @@ class HorovodInternalError(RuntimeError):
 
 
 class HostsUpdatedInterrupt(RuntimeError):
-    """Raised by Horovod's elastic mode when the host set changes.
+    """Raised by State.commit() and State.check_host_updates() when the
+    job's hosts changed; hvd.elastic.run then keeps the state, resets and
+    calls the function again.
 
-    Elastic mode is not supported by this runtime; the class exists so
-    that code which catches it imports unchanged.
+    skip_sync is true when hosts were only removed: every survivor holds
+    the same state, so the next sync can be skipped. horovodrun does not
+    yet tell the ranks of host changes (docs/elastic.md).
     """
 
     def __init__(self, skip_sync=False):

@@ -1,78 +1,80 @@
-"""Horovod's elastic state objects for TensorFlow, for fixed-size jobs.
+"""horovod.tensorflow.elastic (``hvd.elastic``): Horovod's elastic state
+objects for TensorFlow and ``run``, on horovod.common.elastic.
 
-horovodrun here runs a fixed number of ranks (no --min-np/--max-np), so
-hosts never join or leave a job: the state objects keep, restore and
-synchronize what they track as Horovod's do, commit() never finds a host
-update, and run() synchronizes the state once and calls the function; a
-failed rank ends the job instead of resetting it.
+``run`` restores the state after HorovodInternalError, keeps it after
+HostsUpdatedInterrupt, and resets (``hvd.shutdown(); hvd.init()``) before
+synchronizing it from rank 0 and calling the function again.
+horovodrun runs fixed-size jobs today: a failed rank still ends the job,
+and no notices of host changes arrive yet.
 """
 
 import functools
 
 import tensorflow as tf
 
+from horovod.common.elastic import ObjectState, State, run_fn  # noqa: F401
+from horovod.common.exceptions import HorovodInternalError
 from horovod.tensorflow.functions import broadcast_object, broadcast_variables
+from horovod.tensorflow.mpi_ops import init, rank, shutdown
 from horovod.tensorflow.util import optimizer_variables
 
+__all__ = ["TensorFlowKerasState", "TensorFlowState", "run"]
 
-class ObjectState:
-    """State of plain Python objects, given as keyword arguments and
-    exposed as attributes: save() keeps their values, restore() puts them
-    back, sync() gives every rank rank 0's saved values."""
+# A tf.function turns an exception raised in a collective into a
+# tf.errors.UnknownError whose message names it.
+_COLLECTIVE_FAILURES = ("HorovodInternalError", "HorovodAllreduce",
+                        "HorovodAllgather", "HorovodBroadcast")
 
-    def __init__(self, **kwargs):
-        self._saved_state = dict(kwargs)
-        self._reset_callbacks = []
-        self._set_attrs()
 
-    def register_reset_callbacks(self, callbacks):
-        """Functions to call after a reset (a change of the job's hosts,
-        which a fixed-size job never has)."""
-        self._reset_callbacks.extend(callbacks)
+def run(func):
+    """Decorates func(state, *args, **kwargs), state being a
+    TensorFlowKerasState, TensorFlowState or KerasState (any
+    horovod.common.elastic.State), for elastic training.
 
-    def on_reset(self):
-        """Runs reset() and the registered reset callbacks."""
-        self.reset()
-        for callback in self._reset_callbacks:
-            callback()
+    The decorated function synchronizes the state from rank 0, then calls
+    func. When func raises HorovodInternalError (also when a tf.function
+    reports it as tf.errors.UnknownError), the state goes back to its
+    last commit; when it raises HostsUpdatedInterrupt, the state is kept.
+    The rank then leaves and joins the job again (hvd.shutdown(),
+    hvd.init()), runs the state's reset callbacks, and starts over with
+    the synchronization. func's return value is returned.
 
-    def commit(self):
-        """Saves the state, then checks for host updates."""
-        self.save()
-        self.check_host_updates()
+    Call it outside collectives: a rank joining a job synchronizes the
+    state first, so a collective around the call would deadlock.
+    """
 
-    def check_host_updates(self):
-        """Horovod raises HostsUpdatedInterrupt here when hosts were added
-        or removed; a fixed-size job has none."""
+    @functools.wraps(func)
+    def unwrap_errors(state, *args, **kwargs):
+        try:
+            return func(state, *args, **kwargs)
+        except tf.errors.UnknownError as e:
+            if any(word in (e.message or "") for word in _COLLECTIVE_FAILURES):
+                raise HorovodInternalError(e.message) from e
+            raise
+    return run_fn(unwrap_errors, _reset)
 
-    def reset(self):
-        """Called after a reset, before the state is synchronized."""
 
-    def save(self):
-        """Keeps the current values as the last committed ones."""
-        self._saved_state = {k: getattr(self, k) for k in self._saved_state}
+def _reset():
+    shutdown()
+    init()
 
-    def restore(self):
-        """Puts back the last saved values."""
-        self._set_attrs()
 
-    def sync(self):
-        """Gives every rank rank 0's saved values."""
-        if self._saved_state:
-            self._saved_state = broadcast_object(self._saved_state, 0,
-                                                 name="elastic.state")
-            self._set_attrs()
-
-    def _set_attrs(self):
-        for k, v in self._saved_state.items():
-            setattr(self, k, v)
+def _broadcast_state_object(obj):
+    # One name whatever the object: ranks must agree on it.
+    return broadcast_object(obj, 0, name="elastic.state")
 
 
 class _VariablesState(ObjectState):
-    """ObjectState that also keeps the values of some tf.Variables."""
+    """ObjectState that also keeps the values of some tf.Variables
+    (eager mode)."""
+
+    def __init__(self, **kwargs):
+        self._save_variables()
+        super().__init__(bcast_object=_broadcast_state_object,
+                         get_rank=rank, **kwargs)
 
     def _variables(self):
-        raise NotImplementedError
+        raise NotImplementedError()
 
     def save(self):
         self._save_variables()
@@ -94,7 +96,14 @@ class _VariablesState(ObjectState):
 
 class TensorFlowState(_VariablesState):
     """State of a list of tf.Variables (eager mode), and of the Python
-    objects given as keyword arguments."""
+    objects given as keyword arguments (exposed as attributes).
+
+    Arguments:
+        variables: the tf.Variables to keep (required: TensorFlow 2 has
+            no global variables to default to).
+        session: accepted for Horovod's signature (TF1 graphs only).
+        kwargs: other attributes to keep (``epoch=0``).
+    """
 
     def __init__(self, variables=None, session=None, **kwargs):
         if variables is None:
@@ -102,7 +111,6 @@ class TensorFlowState(_VariablesState):
                              "(TensorFlow 2 has no global variables)")
         self.variables = list(variables)
         self.session = session
-        self._save_variables()
         super().__init__(**kwargs)
 
     def _variables(self):
@@ -110,31 +118,26 @@ class TensorFlowState(_VariablesState):
 
 
 class TensorFlowKerasState(_VariablesState):
-    """State of a built Keras model and its optimizer (or the one given),
-    and of the Python objects given as keyword arguments."""
+    """State of a built Keras model and its optimizer (the one given, or
+    the model's), and of the Python objects given as keyword arguments
+    (exposed as attributes).
+
+    Arguments:
+        model: a built Keras model (ValueError otherwise).
+        optimizer: its optimizer, when not compiled into the model.
+        backend: accepted for Horovod's signature (TF1 sessions only).
+        kwargs: other attributes to keep (``epoch=0, batch=0``).
+    """
 
     def __init__(self, model, optimizer=None, backend=None, **kwargs):
-        if not model.built:
+        if not getattr(model, "built", True):
             raise ValueError("Model must be built first. Run "
                              "`model.build(input_shape)`.")
         self.model = model
         self.optimizer = optimizer or model.optimizer
         self.backend = backend
-        self._save_variables()
         super().__init__(**kwargs)
 
     def _variables(self):
         return list(self.model.variables) + \
             optimizer_variables(self.optimizer)
-
-
-def run(func):
-    """Horovod's elastic decorator: func(state, ...) runs after the state
-    is synchronized from rank 0. A fixed-size job has no resets, so func
-    runs once and its exceptions propagate."""
-
-    @functools.wraps(func)
-    def wrapper(state, *args, **kwargs):
-        state.sync()
-        return func(state, *args, **kwargs)
-    return wrapper

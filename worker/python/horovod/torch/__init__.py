@@ -34,3 +34,4 @@ from horovod.torch.mpi_ops import (  # noqa: F401
     start_timeline, stop_timeline, synchronize)
 from horovod.torch.optimizer import DistributedOptimizer  # noqa: F401
 from horovod.torch.sync_batch_norm import SyncBatchNorm  # noqa: F401
+from horovod.torch import elastic  # noqa: F401

@@ -1,6 +1,7 @@
-"""Horovod's elastic state and callbacks for tf.keras (Keras 3, or Keras 2
-from tf_keras under TF_USE_LEGACY_KERAS=1), for fixed-size jobs: see
-horovod.tensorflow.elastic."""
+"""horovod.tensorflow.keras.elastic: Horovod's elastic state and callbacks
+for tf.keras (Keras 3, or Keras 2 from tf_keras under
+TF_USE_LEGACY_KERAS=1), on horovod.tensorflow.elastic (``run``'s restore
+and reset loop; horovodrun runs fixed-size jobs today)."""
 
 import tensorflow as tf
 
@@ -13,7 +14,14 @@ __all__ = ["KerasState", "CommitStateCallback", "UpdateBatchStateCallback",
 class KerasState(TensorFlowKerasState):
     """State of a built tf.keras model and its optimizer (or the one
     given), and of the Python objects given as keyword arguments (exposed
-    as attributes)."""
+    as attributes).
+
+    Arguments:
+        model: a built Keras model.
+        optimizer: its optimizer, when not compiled into the model.
+        kwargs: other attributes to keep (``epoch=0, batch=0`` for the
+            callbacks below).
+    """
 
     def __init__(self, model, optimizer=None, **kwargs):
         super().__init__(model, optimizer=optimizer, **kwargs)
