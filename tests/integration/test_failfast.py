@@ -28,6 +28,8 @@ class FailFastChecks:
             ERR + "rank 2 (host localhost, local_rank 2) exited with code 3; "
             "the job was stopped"], res.describe())
         self.assertNotIn("survived", res.out)
+        # Under --mpi, mpirun's own report of the failure is not repeated.
+        self.assertNotIn("Primary job", res.err)
         # horovodrun waited for its ranks: none may outlive it.
         self.assertNoneLeft(timeout=5)
 

@@ -11,7 +11,6 @@ import os
 import re
 import shlex
 import shutil
-import signal
 import statistics
 import subprocess
 import sys
@@ -172,21 +171,6 @@ os.write(1, b"cr\rcrlf\r\nno newline")
                 self.assertEqual(f.read(), c.encode() * (1 << 20) +
                                  b"\nafter-err\n")
 
-    def test_stdin_reaches_rank0(self):
-        res = self.run_mpi("-np", "2", *sh('read x; echo "got $x"'),
-                           input=b"hello\n")
-        self.assertRc(res, 0)
-        self.assertEqual(sorted(res.out_lines),
-                         ["[0,0]<stdout>:got hello", "[1,1]<stdout>:got "])
-
-    def test_background_job_gives_rank0_end_of_input(self):
-        # As test_stdin.py: `horovodrun --mpi ... &` at a terminal.
-        res = self.run_hr_behind_terminal(
-            "--mpi", "-np", "2", *sh('read x; echo "got [$x] $?"'))
-        self.assertRc(res, 0)
-        self.assertEqual(sorted(res.out_lines),
-                         ["[0,0]<stdout>:got [] 1", "[1,1]<stdout>:got [] 1"])
-
     def test_gpu_pinning(self):
         script = 'echo "${CUDA_VISIBLE_DEVICES:-unset}"'
         res = self.run_mpi("-np", "3", *sh(script),
@@ -201,30 +185,6 @@ os.write(1, b"cr\rcrlf\r\nno newline")
             "[0,0]<stdout>:unset", "[1,1]<stdout>:unset"])
 
     # ---------------------------------------------------------- failures
-
-    def test_failing_rank(self):
-        script = ('if [ "$HOROVOD_RANK" = 2 ]; then sleep 0.5; exit 3; fi; '
-                  'sleep 60; echo survived')
-        res = self.run_mpi("-np", "4", *sh(script), timeout=90)
-        self.assertRc(res, 3)
-        self.assertLess(res.elapsed, 20, "the others were not stopped")
-        self.assertEqual(res.error_lines(), [
-            ERR + "rank 2 (host localhost, local_rank 2) exited with code 3; "
-            "the job was stopped"], res.describe())
-        self.assertNotIn("survived", res.out)
-        # mpirun's own report of it is not repeated.
-        self.assertNotIn("Primary job", res.err)
-        self.assertNoneLeft(timeout=5)
-
-    def test_rank_killed_by_signal(self):
-        script = ('if [ "$HOROVOD_RANK" = 1 ]; then sleep 0.5; kill -SEGV $$;'
-                  ' fi; exec sleep 60')
-        res = self.run_mpi("-np", "3", *sh(script), timeout=90)
-        self.assertRc(res, 128 + 11)
-        self.assertEqual(res.error_lines(), [
-            ERR + "rank 1 (host localhost, local_rank 1) was killed by "
-            "signal 11 (SIGSEGV); the job was stopped"])
-        self.assertNoneLeft(timeout=5)
 
     def test_command_not_found(self):
         res = self.run_mpi("-np", "2", "hvd-no-such-command")
@@ -242,35 +202,6 @@ os.write(1, b"cr\rcrlf\r\nno newline")
         self.assertRegex(res.error_lines()[-1],
                          r"mpirun exited with status \d+ before any rank "
                          r"started; its messages are above")
-
-    def test_sigint_stops_job(self):
-        job = self.start_hr("--mpi", "-np", "3",
-                            *sh("echo ready; exec sleep 60"))
-        job.wait_line(lambda l: l.endswith("<stdout>:ready"), count=3,
-                      timeout=30)
-        job.signal(signal.SIGINT)
-        rc = job.wait(timeout=30)
-        self.assertEqual(rc, 128 + signal.SIGINT, job.describe())
-        err = job.text_lines("stderr")
-        self.assertIn("horovodrun: warning: received SIGINT; forwarding it "
-                      "to mpirun, which stops every rank (again to kill them "
-                      "at once)", err)
-        self.assertTrue([l for l in err if l.startswith(
-            ERR + "interrupted by SIGINT:")], job.describe())
-        self.assertNoneLeft(timeout=5)
-
-    def test_second_sigint_kills(self):
-        job = self.start_hr("--mpi", "-np", "2",
-                            *sh("trap '' TERM INT; echo ready; sleep 60"))
-        job.wait_line(lambda l: l.endswith("<stdout>:ready"), count=2,
-                      timeout=30)
-        job.signal(signal.SIGINT)
-        time.sleep(0.2)
-        job.signal(signal.SIGINT)
-        rc = job.wait(timeout=30)
-        self.assertEqual(rc, 128 + signal.SIGINT, job.describe())
-        self.assertLess(job.elapsed, 15)
-        self.assertNoneLeft(timeout=5)
 
     # -------------------------------------------------- the command line
 
