@@ -74,12 +74,15 @@ class StateHandler:
         self.value = value
 
     def save(self):
+        """Keeps a copy of the object's current state."""
         raise NotImplementedError()
 
     def restore(self):
+        """Puts the kept copy back into the object."""
         raise NotImplementedError()
 
     def sync(self):
+        """Gives every rank rank 0's object state (a collective)."""
         raise NotImplementedError()
 
     def set_value(self, value):
