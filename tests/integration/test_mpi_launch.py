@@ -18,6 +18,7 @@ import time
 
 import hvdtest
 import mpienv
+from launchmode import have_mpi_backend
 import sshfix
 from hvdtest import py, sh
 
@@ -31,20 +32,6 @@ AS_ROOT = os.geteuid() == 0
 VERBOSE_CMD = "horovodrun: mpirun command: "
 DONE_RE = re.compile(r"collcheck: rank (\d+) of (\d+): (\d+) checks, "
                      r"(\d+) failures")
-
-
-def have_mpi_backend():
-    """HVD_HAVE_MPI from meson, else from the build's hvd_build.h."""
-    v = os.environ.get("HVD_HAVE_MPI")
-    if v is not None:
-        return v == "1"
-    path = os.path.join(os.path.dirname(os.path.dirname(hvdtest.HOROVODRUN)),
-                        "hvd_build.h")
-    try:
-        with open(path) as f:
-            return re.search(r"#define HVD_HAVE_MPI 1\b", f.read()) is not None
-    except OSError:
-        return False
 
 
 def mpirun_command(res):
