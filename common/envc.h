@@ -11,6 +11,12 @@
 #define HVD_ENV_HOSTNAME "HOROVOD_HOSTNAME"
 #define HVD_ENV_RDV_ADDR "HOROVOD_RENDEZVOUS_ADDR"
 #define HVD_ENV_RDV_PORT "HOROVOD_RENDEZVOUS_PORT"
+/* Elastic jobs: "1" in every rank; the process's id, which it keeps
+ * while its rank changes at resets; how long (s) a reset may wait for
+ * enough hosts, which bounds hvd_init's wait for the new assignment. */
+#define HVD_ENV_ELASTIC "HOROVOD_ELASTIC"
+#define HVD_ENV_ELASTIC_ID "HOROVOD_ELASTIC_ID"
+#define HVD_ENV_ELASTIC_TIMEOUT "HOROVOD_ELASTIC_TIMEOUT"
 /* The job secret, 64 hex digits; only ever passed through the env. */
 #define HVD_ENV_SECRET "HOROVOD_SECRET_KEY"
 

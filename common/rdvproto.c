@@ -186,3 +186,76 @@ int hvd_rdv_note_decode(const uint8_t *p, size_t len, int32_t *rank, char **msg)
     }
     return err;
 }
+
+int hvd_rdv_assign_encode(const struct hvd_rdv_assign *a, const uint8_t *secret,
+                          size_t secretlen,
+                          const uint8_t rank_nonce[HVD_NONCE_LEN],
+                          uint8_t **out, size_t *outlen)
+{
+    struct hvd_wbuf w;
+    hvd_wbuf_init(&w);
+    hvd_wbuf_u32(&w, a->rank);
+    hvd_wbuf_u32(&w, a->size);
+    hvd_wbuf_u32(&w, a->local_rank);
+    hvd_wbuf_u32(&w, a->local_size);
+    hvd_wbuf_u32(&w, a->cross_rank);
+    hvd_wbuf_u32(&w, a->cross_size);
+    int err = seal(&w, HVD_RDV_ASSIGN, "hvd-assign", secret, secretlen,
+                   rank_nonce, out, outlen);
+    hvd_wbuf_close(&w);
+    return err;
+}
+
+int hvd_rdv_assign_decode(struct hvd_rdv_assign *a, const uint8_t *p,
+                          size_t len, const uint8_t *secret, size_t secretlen,
+                          const uint8_t rank_nonce[HVD_NONCE_LEN])
+{
+    struct hvd_rbuf r;
+    size_t body;
+    int err =
+        unseal(p, len, "hvd-assign", secret, secretlen, rank_nonce, &body);
+    if (err)
+        return err;
+    hvd_rbuf_init(&r, p, body);
+    a->rank = hvd_rbuf_u32(&r);
+    a->size = hvd_rbuf_u32(&r);
+    a->local_rank = hvd_rbuf_u32(&r);
+    a->local_size = hvd_rbuf_u32(&r);
+    a->cross_rank = hvd_rbuf_u32(&r);
+    a->cross_size = hvd_rbuf_u32(&r);
+    if ((err = hvd_rbuf_done(&r)) != 0)
+        return err;
+    if (a->size == 0 || a->rank >= a->size || a->local_size == 0 ||
+        a->local_size > a->size || a->local_rank >= a->local_size ||
+        a->cross_size == 0 || a->cross_size > a->size ||
+        a->cross_rank >= a->cross_size)
+        return HVD_EPROTO;
+    return 0;
+}
+
+int hvd_rdv_hosts_encode(uint64_t timestamp, uint8_t changes, uint8_t **out,
+                         size_t *outlen)
+{
+    struct hvd_wbuf w;
+    hvd_wbuf_init(&w);
+    hvd_wbuf_u32(&w, (uint32_t)(timestamp >> 32));
+    hvd_wbuf_u32(&w, (uint32_t)timestamp);
+    hvd_wbuf_u8(&w, changes);
+    int err = hvd_wbuf_finish(&w, HVD_RDV_HOSTS, out, outlen);
+    hvd_wbuf_close(&w);
+    return err;
+}
+
+int hvd_rdv_hosts_decode(const uint8_t *p, size_t len, uint64_t *timestamp,
+                         uint8_t *changes)
+{
+    struct hvd_rbuf r;
+    hvd_rbuf_init(&r, p, len);
+    uint64_t hi = hvd_rbuf_u32(&r);
+    *timestamp = hi << 32 | hvd_rbuf_u32(&r);
+    *changes = hvd_rbuf_u8(&r);
+    int err = hvd_rbuf_done(&r);
+    if (err == 0 && (*changes < 1 || *changes > 3))
+        err = HVD_EPROTO;
+    return err;
+}

@@ -19,6 +19,16 @@
  * server -> rank  ABORT      i32 rank, str message (a rank failed)
  * rank -> server  REPORT     i32 rank, str message (I saw it fail)
  * rank -> server  BYE        (clean shutdown; nothing to report)
+ * server -> rank  ASSIGN     (elastic jobs, just before PEERS) the rank's
+ *                            place in this generation, MAC(secret,
+ *                            "assign", rank nonce, body)
+ * server -> rank  HOSTS      (elastic jobs) u64 timestamp, u8 changes:
+ *                            horovodrun's host discovery found hosts added
+ *                            (2), removed (1) or both (3)
+ *
+ * In an elastic job a process keeps one id for its whole life, and its
+ * rank may change at each reset: it registers with rank = its id and
+ * size = 0, and learns its rank, size, local and cross values from ASSIGN.
  */
 enum hvd_rdv_msg {
     HVD_RDV_CHALLENGE = 1,
@@ -27,7 +37,9 @@ enum hvd_rdv_msg {
     HVD_RDV_FAIL = 4,
     HVD_RDV_ABORT = 5,
     HVD_RDV_REPORT = 6,
-    HVD_RDV_BYE = 7
+    HVD_RDV_BYE = 7,
+    HVD_RDV_ASSIGN = 8,
+    HVD_RDV_HOSTS = 9
 };
 
 /* Rendezvous frames are small; the peer table dominates. */
@@ -71,6 +83,29 @@ int hvd_rdv_peers_decode(struct hvd_rdv_peers *pt, const uint8_t *p, size_t len,
                          const uint8_t *secret, size_t secretlen,
                          const uint8_t rank_nonce[HVD_NONCE_LEN]);
 void hvd_rdv_peers_close(struct hvd_rdv_peers *pt);
+
+/* A process's place in one generation of an elastic job. */
+struct hvd_rdv_assign {
+    uint32_t rank, size;
+    uint32_t local_rank, local_size;
+    uint32_t cross_rank, cross_size;
+};
+
+int hvd_rdv_assign_encode(const struct hvd_rdv_assign *a, const uint8_t *secret,
+                          size_t secretlen,
+                          const uint8_t rank_nonce[HVD_NONCE_LEN],
+                          uint8_t **out, size_t *outlen);
+/* Verifies the MAC (HVD_EAUTH), then decodes; HVD_EPROTO when a value is
+ * out of its range (rank < size, local_rank < local_size <= size, ...). */
+int hvd_rdv_assign_decode(struct hvd_rdv_assign *a, const uint8_t *p,
+                          size_t len, const uint8_t *secret, size_t secretlen,
+                          const uint8_t rank_nonce[HVD_NONCE_LEN]);
+
+int hvd_rdv_hosts_encode(uint64_t timestamp, uint8_t changes, uint8_t **out,
+                         size_t *outlen);
+/* HVD_EPROTO when changes is not 1, 2 or 3. */
+int hvd_rdv_hosts_decode(const uint8_t *p, size_t len, uint64_t *timestamp,
+                         uint8_t *changes);
 
 /* Frames of the form "i32 rank (or code), str message". */
 int hvd_rdv_note_encode(uint8_t type, int32_t rank, const char *msg,

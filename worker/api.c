@@ -10,6 +10,7 @@
 #include "worker/ctx.h"
 #include "worker/engine.h"
 #include "worker/exec.h"
+#include "worker/failure.h"
 #include "worker/gpu/device.h"
 #include "worker/gpu/gpu.h"
 #include "hvd_build.h"
@@ -141,11 +142,12 @@ HVD_EXPORT int hvd_init(void)
         rc = fail(HVD_ENOMEM, "out of memory");
         goto out;
     }
-    c->rdv_fd = c->eng.wake_fd = c->tl.fd = -1;
+    c->rdv_fd = c->eng.wake_fd = c->tl.fd = c->elastic_id = -1;
     c->tp = &hvd__transport_ring;
     c->force_staging = hvd__env_flag(HVD_ENV_FORCE_GPU_STAGING, 0);
     hvd__ring_init(&c->ring, 0, 1);
     hvd__ring_init(&c->xring, 0, 1);
+    hvd__host_notice_take(NULL);
     int kind = hvd__join_kind(err, sizeof(err));
     if (kind == HVD_JOIN_ALONE) {
         /* Started by nobody: a job of one, as in Horovod. */
@@ -183,6 +185,11 @@ HVD_EXPORT int hvd_init(void)
 out:
     pthread_mutex_unlock(&g_init_mu);
     return rc;
+}
+
+HVD_EXPORT int hvd_host_updates(uint64_t *timestamp)
+{
+    return hvd__host_notice_take(timestamp);
 }
 
 HVD_EXPORT int hvd_shutdown(void)

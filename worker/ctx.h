@@ -107,6 +107,7 @@ struct hvd_ctx {
     int local_rank, local_size;
     int cross_rank, cross_size;
     int standalone; /* not started by horovodrun: a job of one */
+    int elastic_id; /* the process's id in an elastic job, or -1 */
     int peer_timeout_s;
     uint8_t secret[HVD_SECRET_LEN];
     int rdv_fd; /* stays open: failures of other ranks arrive on it */

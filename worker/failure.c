@@ -4,6 +4,7 @@
 
 #include <errno.h>
 #include <poll.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -22,6 +23,29 @@
 /* How long a rank that lost a neighbour waits to hear of an earlier
  * failure before it reports its own view. */
 #define ECHO_WAIT_MS 300
+
+/* Notices of host changes not taken yet: the latest timestamp (seconds)
+ * shifted left by 8, or'ed with every change since the last take. One
+ * word, so that the engine thread adds and any thread takes without a
+ * lock. */
+static _Atomic uint64_t g_host_notice;
+
+static void add_host_notice(uint64_t ts, uint8_t changes)
+{
+    uint64_t old = atomic_load(&g_host_notice), next;
+    do {
+        uint64_t prev_ts = old >> 8;
+        next = (ts > prev_ts ? ts : prev_ts) << 8 | (old & 0xff) | changes;
+    } while (!atomic_compare_exchange_weak(&g_host_notice, &old, next));
+}
+
+int hvd__host_notice_take(uint64_t *timestamp)
+{
+    uint64_t v = atomic_exchange(&g_host_notice, 0);
+    if (timestamp)
+        *timestamp = v >> 8;
+    return (int)(v & 0xff);
+}
 
 void hvd__set_failed(struct hvd_ctx *c, int rc, const char *msg)
 {
@@ -48,9 +72,14 @@ void hvd__read_rdv(struct hvd_ctx *c)
     while (hvd_frame_reader_next(&c->rdv_reader, &f) == 1) {
         int32_t who;
         char *msg = NULL;
+        uint64_t ts;
+        uint8_t changes;
         if (f.type == HVD_RDV_ABORT &&
             hvd_rdv_note_decode(f.payload, f.len, &who, &msg) == 0)
             hvd__set_failed(c, HVD_EPEER, msg);
+        else if (f.type == HVD_RDV_HOSTS &&
+                 hvd_rdv_hosts_decode(f.payload, f.len, &ts, &changes) == 0)
+            add_host_notice(ts, changes);
         free(msg);
     }
     if (n == 0 || (n < 0 && errno != EAGAIN && errno != EINTR)) {

@@ -16,6 +16,7 @@
 #include "common/rdvproto.h"
 #include "common/secret.h"
 #include "worker/ctx.h"
+#include "worker/failure.h"
 #include "hvd_build.h"
 #include "worker/sock.h"
 #include "worker/transport/connect.h"
@@ -92,6 +93,13 @@ static int read_env(struct hvd_ctx *c, char *err, size_t errlen)
         (rc = env_int(HVD_ENV_CROSS_RANK, 0, c->cross_size - 1, &c->cross_rank,
                       err, errlen)))
         return rc;
+    /* An elastic process learns its place from the server at each join;
+     * the variables above are those of its first. */
+    const char *el = getenv(HVD_ENV_ELASTIC);
+    if (el && strcmp(el, "1") == 0 &&
+        (rc = env_int(HVD_ENV_ELASTIC_ID, 0, INT32_MAX, &c->elastic_id, err,
+                      errlen)))
+        return rc;
     if (hvd_hex_decode(getenv(HVD_ENV_SECRET), c->secret, sizeof(c->secret)) !=
         0) {
         snprintf(err, errlen,
@@ -108,11 +116,45 @@ static int read_env(struct hvd_ctx *c, char *err, size_t errlen)
  * and there is nothing to wait for. */
 static atomic_int g_rdv_reached;
 
-static double start_timeout(void)
+static double env_seconds(const char *name, double dflt)
 {
-    const char *v = getenv(HVD_ENV_START_TIMEOUT);
+    const char *v = getenv(name);
     double t = v ? atof(v) : 0;
-    return t > 0 ? t : 30;
+    return t > 0 ? t : dflt;
+}
+
+/* How long hvd_init waits for the other ranks: the start timeout, and in
+ * an elastic job also the elastic timeout, for which horovodrun may wait
+ * for enough hosts before it hands out the new assignment. */
+static double start_timeout(const struct hvd_ctx *c)
+{
+    double t = env_seconds(HVD_ENV_START_TIMEOUT, 30);
+    if (c->elastic_id >= 0)
+        t += env_seconds(HVD_ENV_ELASTIC_TIMEOUT, 600);
+    return t;
+}
+
+/* ASSIGN: where this process is in the generation forming. */
+static int take_assign(struct hvd_ctx *c, const struct hvd_frame *f,
+                       const uint8_t nonce[HVD_NONCE_LEN], char *err,
+                       size_t errlen)
+{
+    struct hvd_rdv_assign a;
+    int rc = hvd_rdv_assign_decode(&a, f->payload, f->len, c->secret,
+                                   sizeof(c->secret), nonce);
+    if (rc) {
+        snprintf(err, errlen, "the rendezvous server's assignment is %s",
+                 rc == HVD_EAUTH ? "not signed with the job secret"
+                                 : "malformed");
+        return rc;
+    }
+    c->rank = (int)a.rank;
+    c->size = (int)a.size;
+    c->local_rank = (int)a.local_rank;
+    c->local_size = (int)a.local_size;
+    c->cross_rank = (int)a.cross_rank;
+    c->cross_size = (int)a.cross_size;
+    return 0;
 }
 
 /* Registers and waits for the peer table (or the server's verdict). */
@@ -161,9 +203,10 @@ static int rendezvous(struct hvd_ctx *c, int data_port,
     memcpy(server_nonce, f.payload + 4, HVD_NONCE_LEN);
     atomic_store(&g_rdv_reached, 1);
 
+    int elastic = c->elastic_id >= 0;
     struct hvd_rdv_register reg = {
-        .rank = (uint32_t)c->rank,
-        .size = (uint32_t)c->size,
+        .rank = (uint32_t)(elastic ? c->elastic_id : c->rank),
+        .size = elastic ? 0 : (uint32_t)c->size,
         .host = getenv(HVD_ENV_HOSTNAME) ? getenv(HVD_ENV_HOSTNAME) : "?",
         .addr = ip,
         .port = (uint32_t)data_port,
@@ -183,6 +226,24 @@ static int rendezvous(struct hvd_ctx *c, int data_port,
     /* The server waits for all ranks, up to its own start timeout; wait a
      * little longer so that its verdict, not ours, is what we report. */
     rc = hvd__sock_recv_frame(c->rdv_fd, &c->rdv_reader, &f, deadline + 5000);
+    /* Notices of host changes before the assignment are already taken
+     * into account by it. */
+    while (elastic && rc == 1 && f.type == HVD_RDV_HOSTS)
+        rc = hvd__sock_recv_frame(c->rdv_fd, &c->rdv_reader, &f,
+                                  deadline + 5000);
+    if (elastic && rc == 1 && f.type == HVD_RDV_ASSIGN) {
+        if ((rc = take_assign(c, &f, reg.nonce, err, errlen)))
+            goto out;
+        hvd__ring_init(&c->ring, c->rank, c->size);
+        rc = hvd__sock_recv_frame(c->rdv_fd, &c->rdv_reader, &f,
+                                  deadline + 5000);
+    } else if (elastic && rc == 1 && f.type == HVD_RDV_PEERS) {
+        snprintf(err, errlen,
+                 "the rendezvous server sent no assignment: is horovodrun "
+                 "running an elastic job?");
+        rc = HVD_EPROTO;
+        goto out;
+    }
     if (rc == 1 && f.type == HVD_RDV_FAIL) {
         int32_t who;
         char *msg = NULL;
@@ -260,7 +321,7 @@ int hvd__join(struct hvd_ctx *c, char *err, size_t errlen)
         return rc;
     hvd__ring_init(&c->ring, c->rank, c->size);
     hvd_frame_reader_init(&c->rdv_reader, HVD_RDV_FRAME_MAX);
-    int64_t deadline = hvd__now_ms() + (int64_t)(start_timeout() * 1000);
+    int64_t deadline = hvd__now_ms() + (int64_t)(start_timeout(c) * 1000);
     const char *rdv = getenv(HVD_ENV_RDV_ADDR);
     lfd = hvd__sock_listen(rdv && strchr(rdv, ':') ? AF_INET6 : AF_INET, 64,
                            &port);
@@ -275,6 +336,11 @@ int hvd__join(struct hvd_ctx *c, char *err, size_t errlen)
         hvd__sock_tune(c->rdv_fd, c->peer_timeout_s);
         rc = connect_peers(c, lfd, &peers, deadline + 5000, err, errlen);
     }
+    /* What came right behind the peer table (a host notice, another
+     * rank's failure) may already sit in the reader, where no poll of the
+     * socket would find it. */
+    if (rc == 0)
+        hvd__read_rdv(c);
 out:
     if (lfd >= 0)
         close(lfd);

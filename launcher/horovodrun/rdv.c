@@ -37,7 +37,11 @@ struct hr_rdv_conn {
     struct hvd_frame_reader reader;
     uint8_t nonce[HVD_NONCE_LEN];      /* our challenge */
     uint8_t rank_nonce[HVD_NONCE_LEN]; /* the rank's challenge to us */
-    int rank;                          /* -1 until registered */
+    int rank; /* -1 until registered; its id in an elastic job */
+    /* What it registered: its host (for messages) and where its peers
+     * reach it. */
+    char *host, *addr;
+    uint32_t port;
     unsigned gen;                      /* the generation it joined */
     int closing;
     uint64_t deadline; /* loop time by which it must register */
@@ -116,6 +120,8 @@ static void conn_closed(uv_handle_t *h)
 {
     struct hr_rdv_conn *c = h->data;
     hvd_frame_reader_close(&c->reader);
+    free(c->host);
+    free(c->addr);
     free(c);
 }
 
@@ -168,35 +174,92 @@ static void broadcast_abort(struct hr_rdv *r, int rank, const char *msg)
     if (r->aborted)
         return;
     r->aborted = 1;
-    for (int i = 0; i < r->size; i++)
-        if (r->ranks[i] && i != rank)
-            send_note(r->ranks[i], HVD_RDV_ABORT, rank, msg);
+    for (int i = 0; i < r->cap; i++) {
+        struct hr_rdv_conn *c = r->ranks[i];
+        /* An elastic process that joined the generation forming has left
+         * the old one's collectives: the failure is not its. */
+        if (c == NULL || i == rank ||
+            (r->size == 0 && r->forming && c->gen == r->gen))
+            continue;
+        send_note(c, HVD_RDV_ABORT, rank, msg);
+    }
 }
 
+/* Whether id has registered in the generation forming. */
+static int in_gen(const struct hr_rdv *r, int id)
+{
+    return id >= 0 && id < r->cap && r->ranks[id] &&
+           r->ranks[id]->gen == r->gen;
+}
+
+int hr_rdv_registered(const struct hr_rdv *r, int id)
+{
+    return in_gen(r, id);
+}
+
+/* Every rank of the plan gets the peer table (an elastic process first
+ * its place in it), built from what each registered. */
 static void send_peers(struct hr_rdv *r)
 {
+    struct hvd_rdv_peers table = {.n = (uint32_t)r->plan_n};
+    struct hvd_rdv_peer *peers =
+        r->plan_n > 0 ? calloc((size_t)r->plan_n, sizeof(*peers)) : NULL;
+    if (peers == NULL)
+        return; /* the start timeout reports it */
+    for (int i = 0; i < r->plan_n; i++) {
+        struct hr_rdv_conn *c = r->ranks[r->plan_ids[i]];
+        peers[i] = (struct hvd_rdv_peer){c->host, c->addr, c->port};
+    }
+    table.peers = peers;
     r->forming = 0;
     uv_timer_stop(&r->timer);
-    for (int i = 0; i < r->size; i++) {
+    for (int i = 0; i < r->plan_n; i++) {
         uint8_t *f;
         size_t len;
-        struct hr_rdv_conn *c = r->ranks[i];
-        if (hvd_rdv_peers_encode(&r->table, r->secret, sizeof(r->secret),
+        struct hr_rdv_conn *c = r->ranks[r->plan_ids[i]];
+        if (r->size == 0 &&
+            hvd_rdv_assign_encode(&r->plan_assign[i], r->secret,
+                                  sizeof(r->secret), c->rank_nonce, &f,
+                                  &len) == 0)
+            send_frame(c, f, len);
+        if (hvd_rdv_peers_encode(&table, r->secret, sizeof(r->secret),
                                  c->rank_nonce, &f, &len) == 0)
             send_frame(c, f, len);
     }
+    free(peers);
     if (r->gen == 0)
-        hvd_log_info("rendezvous: all %d ranks registered", r->size);
+        hvd_log_info("rendezvous: all %d ranks registered", r->plan_n);
     else
         hvd_log_info("rendezvous: all %d ranks registered again "
                      "(initialisation %u)",
-                     r->size, r->gen + 1);
+                     r->plan_n, r->gen + 1);
+    if (r->size == 0) {
+        r->plan_ready = 0;
+        if (r->cb && r->cb->formed)
+            r->cb->formed(r->cb_arg, r->gen);
+    }
 }
 
-/* Whether rank has registered in the generation forming. */
-static int in_gen(const struct hr_rdv *r, int rank)
+/* The generation forms once its plan is known and all of it registered. */
+static void maybe_form(struct hr_rdv *r)
 {
-    return r->ranks[rank] && r->ranks[rank]->gen == r->gen;
+    if (!r->forming || !r->plan_ready)
+        return;
+    for (int i = 0; i < r->plan_n; i++)
+        if (!in_gen(r, r->plan_ids[i]))
+            return;
+    send_peers(r);
+}
+
+/* The first registration after a complete generation starts the next. */
+static void next_gen(struct hr_rdv *r)
+{
+    if (r->forming)
+        return;
+    r->forming = 1;
+    r->gen++;
+    r->joined = 0;
+    r->aborted = 0;
 }
 
 static void on_start_timeout(uv_timer_t *t)
@@ -205,6 +268,11 @@ static void on_start_timeout(uv_timer_t *t)
     char list[400] = "", msg[512];
     int n = 0, missing = 0;
 
+    if (r->size == 0) {
+        if (r->cb && r->cb->timeout)
+            r->cb->timeout(r->cb_arg);
+        return;
+    }
     for (int i = 0; i < r->size; i++) {
         if (in_gen(r, i))
             continue;
@@ -271,9 +339,31 @@ static void handle_register(struct hr_rdv_conn *c, const struct hvd_frame *f)
         refuse(c, HVD_EPROTO, "malformed registration");
         goto out;
     }
-    if (m.size != (uint32_t)r->size || m.rank >= m.size) {
-        snprintf(why, sizeof(why), "rank %u of %u does not fit this job of %d",
-                 m.rank, m.size, r->size);
+    if (r->size == 0 && m.size != 0) {
+        snprintf(why, sizeof(why),
+                 "rank %u of %u registered as in a fixed-size job, but this "
+                 "job is elastic",
+                 m.rank, m.size);
+        refuse(c, HVD_EPROTO, why);
+        goto out;
+    }
+    if (r->size > 0 && m.size == 0) {
+        snprintf(why, sizeof(why),
+                 "process %u registered as in an elastic job, but this job "
+                 "has a fixed size of %d",
+                 m.rank, r->size);
+        refuse(c, HVD_EPROTO, why);
+        goto out;
+    }
+    if (r->size == 0 ? m.rank >= (uint32_t)r->cap
+                     : m.size != (uint32_t)r->size || m.rank >= m.size) {
+        if (r->size == 0)
+            snprintf(why, sizeof(why),
+                     "process %u is not one this job started", m.rank);
+        else
+            snprintf(why, sizeof(why),
+                     "rank %u of %u does not fit this job of %d", m.rank,
+                     m.size, r->size);
         refuse(c, HVD_EPROTO, why);
         goto out;
     }
@@ -290,31 +380,26 @@ static void handle_register(struct hr_rdv_conn *c, const struct hvd_frame *f)
         refuse(c, HVD_EPROTO, why);
         goto out;
     }
-    /* The first rank back after a complete generation starts the next. */
-    if (!r->forming) {
-        r->forming = 1;
-        r->gen++;
-        r->joined = 0;
-    }
+    next_gen(r);
     pending_unlink(c);
     c->rank = (int)m.rank;
     c->gen = r->gen;
     c->reader.max = RANK_FRAME_MAX;
     memcpy(c->rank_nonce, m.nonce, HVD_NONCE_LEN);
     r->ranks[m.rank] = c;
-    struct hvd_rdv_peer *p = &r->table.peers[m.rank];
-    free(p->host);
-    free(p->addr);
-    p->host = m.host;
-    p->addr = m.addr;
-    p->port = m.port;
+    c->host = m.host;
+    c->addr = m.addr;
+    c->port = m.port;
     m.host = m.addr = NULL;
-    if (r->joined++ == 0)
+    /* An elastic plan's timeout runs from hr_rdv_form. */
+    if (r->joined++ == 0 && r->size > 0)
         uv_timer_start(&r->timer, on_start_timeout,
                        (uint64_t)(r->start_timeout * 1000), 0);
-    hvd_log_info("rendezvous: rank %d registered from %s", c->rank, c->from);
-    if (r->joined == r->size)
-        send_peers(r);
+    hvd_log_info("rendezvous: %s %d registered from %s",
+                 r->size ? "rank" : "process", c->rank, c->from);
+    if (r->size == 0 && r->cb && r->cb->registered)
+        r->cb->registered(r->cb_arg, c->rank);
+    maybe_form(r);
 out:
     hvd_rdv_register_close(&m);
 }
@@ -354,8 +439,8 @@ static void rank_lost(struct hr_rdv_conn *c)
         r->joined--;
     } else {
         char msg[256];
-        snprintf(msg, sizeof(msg), "rank %d (host %s) disconnected", c->rank,
-                 r->table.peers[c->rank].host);
+        snprintf(msg, sizeof(msg), "%s %d (host %s) disconnected",
+                 r->size ? "rank" : "process", c->rank, c->host);
         broadcast_abort(r, c->rank, msg);
     }
     close_conn(c);
@@ -509,11 +594,16 @@ int hr_rdv_start(struct hr_rdv *r, uv_loop_t *loop, int bind_any,
     r->start_timeout = start_timeout;
     r->forming = 1;
     r->pending_max = pending_limit(size);
-    r->ranks = calloc((size_t)size, sizeof(*r->ranks));
-    r->table.peers = calloc((size_t)size, sizeof(*r->table.peers));
-    r->table.n = (uint32_t)size;
-    if (r->ranks == NULL || r->table.peers == NULL)
-        return UV_ENOMEM;
+    if (size > 0) {
+        r->cap = r->plan_n = size;
+        r->plan_ready = 1;
+        r->ranks = calloc((size_t)size, sizeof(*r->ranks));
+        r->plan_ids = calloc((size_t)size, sizeof(*r->plan_ids));
+        if (r->ranks == NULL || r->plan_ids == NULL)
+            return UV_ENOMEM;
+        for (int i = 0; i < size; i++)
+            r->plan_ids[i] = i;
+    }
     int v6 = strchr(addr, ':') != NULL;
     const char *bind_to = bind_any ? (v6 ? "::" : "0.0.0.0") : addr;
     if (v6)
@@ -537,13 +627,68 @@ int hr_rdv_start(struct hr_rdv *r, uv_loop_t *loop, int bind_any,
     return 0;
 }
 
+void hr_rdv_set_cb(struct hr_rdv *r, const struct hr_rdv_cb *cb, void *arg)
+{
+    r->cb = cb;
+    r->cb_arg = arg;
+}
+
+int hr_rdv_form(struct hr_rdv *r, const int *ids,
+                const struct hvd_rdv_assign *assign, int n)
+{
+    int cap = r->cap;
+    for (int i = 0; i < n; i++)
+        if (ids[i] >= cap)
+            cap = ids[i] + 1;
+    if (cap > r->cap) {
+        struct hr_rdv_conn **g = realloc(r->ranks, (size_t)cap * sizeof(*g));
+        if (g == NULL)
+            return HVD_ENOMEM;
+        memset(g + r->cap, 0, (size_t)(cap - r->cap) * sizeof(*g));
+        r->ranks = g;
+        r->cap = cap;
+    }
+    int *pi = malloc((size_t)n * sizeof(*pi));
+    struct hvd_rdv_assign *pa = malloc((size_t)n * sizeof(*pa));
+    if (pi == NULL || pa == NULL) {
+        free(pi);
+        free(pa);
+        return HVD_ENOMEM;
+    }
+    memcpy(pi, ids, (size_t)n * sizeof(*pi));
+    memcpy(pa, assign, (size_t)n * sizeof(*pa));
+    free(r->plan_ids);
+    free(r->plan_assign);
+    r->plan_ids = pi;
+    r->plan_assign = pa;
+    r->plan_n = n;
+    r->plan_ready = 1;
+    next_gen(r);
+    uv_timer_start(&r->timer, on_start_timeout,
+                   (uint64_t)(r->start_timeout * 1000), 0);
+    maybe_form(r);
+    return 0;
+}
+
+void hr_rdv_notify_hosts(struct hr_rdv *r, uint64_t timestamp,
+                         uint8_t changes)
+{
+    for (int i = 0; i < r->cap; i++) {
+        uint8_t *f;
+        size_t len;
+        if (r->ranks[i] &&
+            hvd_rdv_hosts_encode(timestamp, changes, &f, &len) == 0)
+            send_frame(r->ranks[i], f, len);
+    }
+}
+
 void hr_rdv_close(struct hr_rdv *r)
 {
     if (r == NULL)
         return;
     while (r->pending)
         close_conn(r->pending);
-    for (int i = 0; r->ranks && i < r->size; i++)
+    for (int i = 0; r->ranks && i < r->cap; i++)
         if (r->ranks[i])
             close_conn(r->ranks[i]);
     tell_refusals(r);
@@ -558,6 +703,9 @@ void hr_rdv_close(struct hr_rdv *r)
     }
     free(r->ranks);
     r->ranks = NULL;
-    hvd_rdv_peers_close(&r->table);
+    free(r->plan_ids);
+    free(r->plan_assign);
+    r->plan_ids = NULL;
+    r->plan_assign = NULL;
     explicit_bzero(r->secret, sizeof(r->secret));
 }

@@ -13,6 +13,17 @@
 
 struct hr_rdv_conn;
 
+/* What an elastic job's server tells its controller (elastic.c). */
+struct hr_rdv_cb {
+    /* Process id registered in the generation forming. */
+    void (*registered)(void *arg, int id);
+    /* The generation formed: every process of the plan has its rank. */
+    void (*formed)(void *arg, unsigned gen);
+    /* The plan's processes did not all register within the start timeout
+     * after hr_rdv_form; hr_rdv_registered says which did. */
+    void (*timeout)(void *arg);
+};
+
 struct hr_rdv {
     uv_loop_t *loop;
     uv_tcp_t tcp;
@@ -23,10 +34,21 @@ struct hr_rdv {
     int open;      /* the timers are initialized */
     int listening; /* the listening socket is open */
     uint8_t secret[HVD_SECRET_LEN];
-    int size;
+    int size; /* a fixed job's size; 0 in an elastic job */
     double start_timeout;
-    struct hr_rdv_conn **ranks; /* registered connection of each rank */
-    struct hvd_rdv_peers table; /* filled as ranks register */
+    /* Registered connection of each id: the rank in a fixed job, the
+     * process id in an elastic one. cap entries. */
+    struct hr_rdv_conn **ranks;
+    int cap;
+    /* The plan of the generation forming: the id of each rank, and in an
+     * elastic job each rank's place (ASSIGN). A fixed job's plan is every
+     * rank, once and for all. */
+    int *plan_ids;
+    struct hvd_rdv_assign *plan_assign;
+    int plan_n;
+    int plan_ready; /* the plan is set for the generation forming */
+    const struct hr_rdv_cb *cb;
+    void *cb_arg;
     unsigned gen; /* the generation forming, or the last one formed */
     int joined;   /* ranks registered in generation gen */
     int forming;  /* gen's peer table has not gone out yet */
@@ -47,10 +69,30 @@ struct hr_rdv {
  * 0 or a libuv error code. It listens until hr_rdv_close: a rank that said
  * goodbye may register again, and once every rank has, the new generation
  * gets its peer table.
+ *
+ * size 0 makes an elastic job's server: processes register with their id,
+ * cb hears of them, and each generation forms once hr_rdv_form gave its
+ * plan and every process of it registered.
  */
 int hr_rdv_start(struct hr_rdv *r, uv_loop_t *loop, int bind_any,
                  const char *addr, const uint8_t secret[HVD_SECRET_LEN],
                  int size, double start_timeout);
+/* Elastic: the controller's callbacks (before any process starts). */
+void hr_rdv_set_cb(struct hr_rdv *r, const struct hr_rdv_cb *cb, void *arg);
+/*
+ * Elastic: the plan of the generation forming (a new one if the last has
+ * formed): ids[i] is rank i's process, assign[i] its place. Replaces a
+ * plan given before for the same generation (a process failed while it
+ * formed). Arms the start timeout for the plan's processes to register.
+ * 0 or HVD_ENOMEM.
+ */
+int hr_rdv_form(struct hr_rdv *r, const int *ids,
+                const struct hvd_rdv_assign *assign, int n);
+/* Whether process id has registered in the generation forming. */
+int hr_rdv_registered(const struct hr_rdv *r, int id);
+/* Elastic: a notice of host changes to every registered process. */
+void hr_rdv_notify_hosts(struct hr_rdv *r, uint64_t timestamp,
+                         uint8_t changes);
 void hr_rdv_close(struct hr_rdv *r);
 
 #endif

@@ -12,11 +12,11 @@
 #include "common/secret.h"
 
 /*
- * Input layout: byte 0 picks the message (low two bits: REGISTER, PEERS,
- * or a note) and, with its high bit, whether the harness seals the body:
- * it appends the MAC that the job secret gives over the rest of the input,
- * so the parser behind the MAC check sees every body. Without the bit the
- * rest of the input is the whole payload, MAC included.
+ * Input layout: byte 0 picks the message (low three bits: 0 REGISTER,
+ * 1 PEERS, 4 ASSIGN, 5 HOSTS, any other a note) and, with its high bit, whether
+ * the harness seals the body: it appends the MAC that the job secret gives over
+ * the rest of the input, so the parser behind the MAC check sees every body.
+ * Without the bit the rest of the input is the whole payload, MAC included.
  */
 #define SEAL 0x80
 
@@ -109,6 +109,45 @@ static void fuzz_peers(const uint8_t *p, size_t len, int sealed)
     hvd_rdv_peers_close(&pt);
 }
 
+static void fuzz_assign(const uint8_t *p, size_t len, int sealed)
+{
+    struct hvd_rdv_assign a;
+    uint8_t *out = NULL;
+    size_t outlen = 0;
+
+    int err = hvd_rdv_assign_decode(&a, p, len, secret, sizeof(secret), nonce);
+    FUZZ_CHECK(err == 0 || err == HVD_EAUTH || err == HVD_EPROTO ||
+               err == HVD_ETRUNC);
+    FUZZ_CHECK(!sealed || err != HVD_EAUTH);
+    if (err == 0) {
+        FUZZ_CHECK(a.rank < a.size && a.local_rank < a.local_size &&
+                   a.local_size <= a.size && a.cross_rank < a.cross_size &&
+                   a.cross_size <= a.size);
+        FUZZ_CHECK(hvd_rdv_assign_encode(&a, secret, sizeof(secret), nonce,
+                                         &out, &outlen) == 0);
+        check_same(out, outlen, HVD_RDV_ASSIGN, p, len);
+        free(out);
+    }
+}
+
+/* HOSTS: u64 timestamp, u8 changes; no MAC. */
+static void fuzz_hosts(const uint8_t *p, size_t len)
+{
+    uint64_t ts = 0;
+    uint8_t changes = 0;
+    uint8_t *out = NULL;
+    size_t outlen = 0;
+
+    int err = hvd_rdv_hosts_decode(p, len, &ts, &changes);
+    FUZZ_CHECK(err == 0 || err == HVD_EPROTO || err == HVD_ETRUNC);
+    if (err == 0) {
+        FUZZ_CHECK(changes >= 1 && changes <= 3 && len == 9);
+        FUZZ_CHECK(hvd_rdv_hosts_encode(ts, changes, &out, &outlen) == 0);
+        check_same(out, outlen, HVD_RDV_HOSTS, p, len);
+        free(out);
+    }
+}
+
 /* FAIL, ABORT and REPORT: i32, str; no MAC. */
 static void fuzz_note(const uint8_t *p, size_t len)
 {
@@ -139,10 +178,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     size_t len = size - 1;
     uint8_t *buf = NULL;
 
-    int kind = data[0] & 3;
+    int kind = data[0] & 7;
+    static const char *const labels[] = {"hvd-register", "hvd-peers", NULL,
+                                         NULL, "hvd-assign"};
 
-    if (sealed && kind < 2) {
-        buf = seal(kind == 0 ? "hvd-register" : "hvd-peers", p, len);
+    if (sealed && kind < 5 && labels[kind]) {
+        buf = seal(labels[kind], p, len);
         p = buf;
         len += HVD_MAC_LEN;
     }
@@ -152,6 +193,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         break;
     case 1:
         fuzz_peers(p, len, sealed);
+        break;
+    case 4:
+        fuzz_assign(p, len, sealed);
+        break;
+    case 5:
+        fuzz_hosts(p, len);
         break;
     default:
         fuzz_note(p, len);

@@ -209,9 +209,11 @@ static void rdv_seeds(void)
     struct hvd_rdv_peers pt = {2, peers};
     uint8_t *f;
     size_t len;
-    /* Byte 0: 0 register, 1 peers, 2 note; 0x80 asks for a seal. */
-    const uint8_t raw_reg = 0, raw_peers = 1, note = 2;
-    const uint8_t seal_reg = 0x80, seal_peers = 0x81;
+    /* Byte 0: 0 register, 1 peers, 2 note, 4 assign, 5 hosts; 0x80 asks
+     * for a seal. */
+    const uint8_t raw_reg = 0, raw_peers = 1, note = 2, hosts = 5;
+    const uint8_t seal_reg = 0x80, seal_peers = 0x81, seal_assign = 0x84;
+    const struct hvd_rdv_assign as = {2, 4, 0, 2, 1, 2};
 
     memset(reg.nonce, 0xa5, sizeof(reg.nonce));
     if (hvd_rdv_register_encode(&reg, secret, sizeof(secret), nonce, &f,
@@ -248,6 +250,18 @@ static void rdv_seeds(void)
                             &len) != 0)
         exit(1);
     seed("rdvproto", "note", &note, 1, f + HVD_FRAME_HDR, len - HVD_FRAME_HDR);
+    free(f);
+
+    if (hvd_rdv_assign_encode(&as, secret, sizeof(secret), nonce, &f, &len) !=
+        0)
+        exit(1);
+    seed("rdvproto", "assign-body", &seal_assign, 1, f + HVD_FRAME_HDR,
+         len - HVD_FRAME_HDR - HVD_MAC_LEN);
+    free(f);
+    if (hvd_rdv_hosts_encode(1764900000, 3, &f, &len) != 0)
+        exit(1);
+    seed("rdvproto", "hosts", &hosts, 1, f + HVD_FRAME_HDR,
+         len - HVD_FRAME_HDR);
     free(f);
 }
 

@@ -36,7 +36,8 @@ import time
 MAGIC = b"HV"
 VERSION = 1
 HDR = 8
-CHALLENGE, REGISTER, PEERS, FAIL, ABORT, REPORT, BYE = range(1, 8)
+(CHALLENGE, REGISTER, PEERS, FAIL, ABORT, REPORT, BYE, ASSIGN,
+ HOSTS) = range(1, 10)
 NONCE_LEN = 32
 MAC_LEN = 32
 
@@ -94,6 +95,47 @@ def peers_verifies(secret, rank_nonce, payload):
     body, tag = payload[:-MAC_LEN], payload[-MAC_LEN:]
     return hmac.compare_digest(mac(secret, b"hvd-peers", rank_nonce, body),
                                tag)
+
+
+def sealed_frame(ftype, label, secret, rank_nonce, body):
+    """A server frame signed for one rank (PEERS, ASSIGN)."""
+    return frame(ftype, body + mac(secret, label, rank_nonce, body))
+
+
+def peers_frame(secret, rank_nonce, peers):
+    """PEERS for one rank; peers: [(host, addr, port)] in rank order."""
+    body = struct.pack(">I", len(peers)) + b"".join(
+        s32(h.encode()) + s32(a.encode()) + struct.pack(">I", p)
+        for h, a, p in peers)
+    return sealed_frame(PEERS, b"hvd-peers", secret, rank_nonce, body)
+
+
+def assign_frame(secret, rank_nonce, rank, size, local_rank, local_size,
+                 cross_rank, cross_size):
+    """ASSIGN for one process of an elastic job."""
+    body = struct.pack(">6I", rank, size, local_rank, local_size, cross_rank,
+                       cross_size)
+    return sealed_frame(ASSIGN, b"hvd-assign", secret, rank_nonce, body)
+
+
+def hosts_frame(timestamp, changes):
+    """HOSTS: a notice of host changes."""
+    return frame(HOSTS, struct.pack(">IIB", timestamp >> 32,
+                                    timestamp & 0xffffffff, changes))
+
+
+def register_fields(payload):
+    """(rank, size, nonce, host, addr, port) of a REGISTER payload."""
+    rank, size = struct.unpack(">II", payload[:8])
+    nonce = payload[8:8 + NONCE_LEN]
+    off = 8 + NONCE_LEN
+    n = struct.unpack(">I", payload[off:off + 4])[0]
+    host = payload[off + 4:off + 4 + n].decode()
+    off += 4 + n
+    n = struct.unpack(">I", payload[off:off + 4])[0]
+    addr = payload[off + 4:off + 4 + n].decode()
+    port = struct.unpack(">I", payload[off + 4 + n:off + 8 + n])[0]
+    return rank, size, nonce, host, addr, port
 
 
 def register_nonce(payload):

@@ -115,6 +115,17 @@ HVD_EXPORT int hvd_cross_rank(void);
 HVD_EXPORT int hvd_cross_size(void);
 
 /*
+ * Elastic jobs (horovodrun --host-discovery-script or --min-np): what
+ * horovodrun's host discovery found since the last call, as a bit mask of
+ * Horovod's HostUpdateResult (1: hosts removed, 2: hosts added), or 0.
+ * *timestamp, if not NULL, gets the latest notice's time (seconds since
+ * the epoch). Notices arrive while the process is initialized (the
+ * background thread reads them) and wait until taken; hvd_init forgets
+ * older ones, which its new assignment already reflects.
+ */
+HVD_EXPORT int hvd_host_updates(uint64_t *timestamp);
+
+/*
  * The host transport hvd_init chose: "ring" (TCP ring; also a job of
  * one), "shm" (shared memory, every rank on one host), "hier" (shared
  * memory within each host and a ring between hosts) or "mpi". "" before

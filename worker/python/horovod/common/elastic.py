@@ -11,10 +11,11 @@ at the same step and the state is kept. Either way the rank leaves the
 job (``shutdown``), joins it again (``init``), runs the reset callbacks,
 takes rank 0's state (``sync``) and calls the function again.
 
-What horovodrun does today: it runs fixed-size jobs only (no --min-np,
-no --host-discovery-script). A rank that fails still ends the job, and
-no notices of host changes arrive yet: ``pending_host_updates()`` is
-where they will come in.
+Under ``horovodrun --host-discovery-script`` (or ``--min-np``) the
+launcher keeps the job going when ranks fail or hosts change: it gives
+each process its new rank when it joins again, starts processes for new
+slots, and sends notices of host changes, which
+``pending_host_updates()`` reads from libhvd.
 """
 
 import enum
@@ -44,17 +45,20 @@ def pending_host_updates():
     """The notices of host changes this rank has received since the last
     call, as a list of ``(timestamp, HostUpdateResult)`` pairs.
 
-    This is where horovodrun's elastic mode will deliver its notices
-    (its host discovery runs in the launcher, which tells the ranks).
-    horovodrun runs fixed-size jobs today, so the list is empty, unless
-    an internal source was installed with ``_set_host_update_source``
-    (the tests do, to drive the ``HostsUpdatedInterrupt`` path).
-    Only rank 0's notices count: ``State.check_host_updates`` broadcasts
-    rank 0's view to every rank.
+    horovodrun's host discovery runs in the launcher, which sends its
+    notices to every rank of an elastic job; libhvd keeps them until
+    they are read here (``hvd_host_updates``). The list is empty in a
+    fixed job. An internal source installed with
+    ``_set_host_update_source`` replaces libhvd's (the tests use one to
+    drive the ``HostsUpdatedInterrupt`` path). Only rank 0's notices
+    count: ``State.check_host_updates`` broadcasts rank 0's view to
+    every rank.
     """
-    if _host_update_source is None:
-        return []
-    return list(_host_update_source())
+    if _host_update_source is not None:
+        return list(_host_update_source())
+    from horovod.common import libhvd
+    timestamp, changes = libhvd.host_updates()
+    return [(timestamp, HostUpdateResult(changes))] if changes else []
 
 
 def _set_host_update_source(source):

@@ -107,6 +107,7 @@ _SIG = {
     "hvd_err_name": (_c.c_char_p, [_c.c_int]),
     "hvd_built": (_c.c_int, [_c.c_char_p]),
     "hvd_transport": (_c.c_char_p, []),
+    "hvd_host_updates": (_c.c_int, [_c.POINTER(_c.c_uint64)]),
     "hvd_start_timeline": (_c.c_int, [_c.c_char_p, _c.c_int]),
     "hvd_add_process_set": (_c.c_int, [_c.POINTER(_c.c_int), _c.c_int]),
     "hvd_remove_process_set": (_c.c_int, [_c.c_int]),
@@ -150,6 +151,14 @@ def built(feature):
 def transport():
     """The host transport chosen at hvd_init ("" before)."""
     return lib.hvd_transport().decode()
+
+
+def host_updates():
+    """libhvd's hvd_host_updates(): (timestamp, changes) of the host
+    notices horovodrun sent since the last call; changes is 0 for none."""
+    ts = _c.c_uint64(0)
+    changes = lib.hvd_host_updates(_c.byref(ts))
+    return ts.value, changes
 
 
 def message(rc):
