@@ -191,7 +191,26 @@ static int handle_frame(struct agent *ag, const struct hvd_frame *f)
         if (err)
             return err;
         ag->started = 1;
-        agent_ranks_start(ag);
+        agent_ranks_start(ag, 0);
+        return 0;
+    }
+    case HVD_MSG_RANKS: {
+        /* Elastic jobs: more ranks for the job this agent runs. */
+        if (!ag->started)
+            return HVD_EPROTO;
+        uint32_t first = ag->job.nranks;
+        int err = hvd_jobspec_decode_more(&ag->job, f->payload, f->len);
+        if (err)
+            return err;
+        agent_ranks_start(ag, first);
+        return 0;
+    }
+    case HVD_MSG_KILL: {
+        uint32_t rank = hvd_rbuf_u32(&r);
+        uint8_t now = hvd_rbuf_u8(&r);
+        if (hvd_rbuf_done(&r))
+            return HVD_EPROTO;
+        agent_rank_kill(ag, rank, now);
         return 0;
     }
     case HVD_MSG_STDIN:
@@ -340,11 +359,7 @@ int main(int argc, char **argv)
 
     /* Everything is reported; close what is left and free it. */
     hr_loop_close_all(loop, UV_RUN_DEFAULT);
-    for (uint32_t i = 0; i < ag.nranks; i++) {
-        hr_rankpipe_close(&ag.ranks[i].out);
-        hr_rankpipe_close(&ag.ranks[i].err);
-    }
-    free(ag.ranks);
+    agent_ranks_free(&ag);
     free(ag.batch);
     hvd_jobspec_close(&ag.job);
     hvd_frame_reader_close(&ag.reader);

@@ -22,9 +22,11 @@
 
 struct agent;
 
+/* One rank: its address is in its handles' data and its pipes' contexts,
+ * so it is allocated on its own and never moves. */
 struct agent_rank {
     struct agent *ag;
-    uint32_t rank;
+    uint32_t rank; /* in an elastic job, a process id never reused */
     uint32_t local_rank;
     pid_t pid;  /* also the process group */
     int reaped; /* exit status known */
@@ -35,6 +37,7 @@ struct agent_rank {
     uv_pipe_t in;                /* rank 0 only: forwarded stdin */
     int in_open;
     uv_timer_t drain; /* started when reaped with pipes still open */
+    uv_timer_t grace; /* KILL's: SIGKILL to the group when it ends */
 };
 
 struct agent {
@@ -43,11 +46,11 @@ struct agent {
     uv_pipe_t ctl_out; /* frames to the launcher */
     struct hvd_frame_reader reader;
     struct hvd_jobspec job;
-    struct agent_rank *ranks;
+    struct agent_rank **ranks; /* JOB's, then those of each RANKS */
     uint32_t nranks;
     uint32_t live; /* ranks whose EXIT is not sent yet */
     uv_signal_t sigchld, sigterm, sigint, sighup;
-    uv_timer_t grace;
+    uv_timer_t grace;   /* the whole job's, once stopping */
     uv_timer_t silence; /* armed by PING: the launcher must be heard */
     uint32_t silence_ms;
     int gpus;
@@ -75,8 +78,15 @@ void agent_flush(struct agent *ag);
 void agent_note(struct agent *ag, int level, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 
-/* Starts every rank of the job; failures are reported as EXIT messages. */
-void agent_ranks_start(struct agent *ag);
+/*
+ * Starts the job's ranks from ag->job.ranks[first] on: first 0 for JOB, the
+ * count before a RANKS for its ranks. Failures, and every rank while the
+ * agent stops, are reported as EXIT messages.
+ */
+void agent_ranks_start(struct agent *ag, uint32_t first);
+/* KILL: SIGTERM to the rank's group and SIGKILL after the grace, or
+ * SIGKILL now; a rank unknown or already reaped is left alone. */
+void agent_rank_kill(struct agent *ag, uint32_t rank, int now);
 /* Signals every rank's process group that is still running. */
 void agent_ranks_signal(struct agent *ag, int sig);
 /* SIGTERM now and SIGKILL after the grace, or SIGKILL at once. */
@@ -89,5 +99,7 @@ void agent_ranks_stdin(struct agent *ag, const uint8_t *p, size_t len);
 void agent_ranks_pause(struct agent *ag, int pause);
 /* Called when every rank is done. */
 void agent_finish(struct agent *ag);
+/* Frees the rank table, once the loop's handles are closed. */
+void agent_ranks_free(struct agent *ag);
 
 #endif

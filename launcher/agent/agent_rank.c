@@ -16,21 +16,29 @@
 #include "common/wire.h"
 #include "launcher/lib/spawn.h"
 
-static void on_drain_timeout(uv_timer_t *t);
+static void on_kill_group(uv_timer_t *t);
 
-static void send_exit(struct agent_rank *r)
+/* Also says so of a rank that could not get an entry in the table. */
+static void exit_frame(struct agent *ag, uint32_t rank, uint8_t kind,
+                       int32_t code)
 {
-    struct agent *ag = r->ag;
     struct hvd_wbuf w;
     uint8_t *f;
     size_t len;
 
     hvd_wbuf_init(&w);
-    hvd_wbuf_u32(&w, r->rank);
-    hvd_wbuf_u8(&w, r->kind);
-    hvd_wbuf_i32(&w, r->code);
+    hvd_wbuf_u32(&w, rank);
+    hvd_wbuf_u8(&w, kind);
+    hvd_wbuf_i32(&w, code);
     if (hvd_wbuf_finish(&w, HVD_MSG_EXIT, &f, &len) == 0)
         agent_send(ag, f, len);
+}
+
+static void send_exit(struct agent_rank *r)
+{
+    struct agent *ag = r->ag;
+
+    exit_frame(ag, r->rank, r->kind, r->code);
     r->done = 1;
     if (r->in_open) {
         r->in_open = 0;
@@ -38,9 +46,11 @@ static void send_exit(struct agent_rank *r)
     }
     if (--ag->live == 0) {
         /* Whatever the ranks left behind in their groups goes too. */
-        for (uint32_t i = 0; i < ag->nranks; i++)
-            if (ag->ranks[i].pid > 0)
-                kill(-ag->ranks[i].pid, SIGKILL);
+        for (uint32_t i = 0; i < ag->nranks; i++) {
+            if (ag->ranks[i]->pid > 0)
+                kill(-ag->ranks[i]->pid, SIGKILL);
+            uv_timer_stop(&ag->ranks[i]->grace);
+        }
         uv_timer_stop(&ag->grace);
         agent_finish(ag);
     }
@@ -54,8 +64,7 @@ static void maybe_done(struct agent_rank *r)
         return;
     if (r->out.open || r->err.open) {
         if (!uv_is_active((uv_handle_t *)&r->drain))
-            uv_timer_start(&r->drain, on_drain_timeout, HR_RANKPIPE_DRAIN_MS,
-                           0);
+            uv_timer_start(&r->drain, on_kill_group, HR_RANKPIPE_DRAIN_MS, 0);
         return;
     }
     uv_timer_stop(&r->drain);
@@ -82,10 +91,11 @@ static void on_ended(void *ctx, int which)
     maybe_done(ctx);
 }
 
-static void on_drain_timeout(uv_timer_t *t)
+/* The drain and grace timers: something in the rank's group still holds
+ * its pipes, or outlived KILL's grace. */
+static void on_kill_group(uv_timer_t *t)
 {
     struct agent_rank *r = t->data;
-    /* Something in the rank's group still holds its pipes: end it. */
     kill(-r->pid, SIGKILL);
 }
 
@@ -186,18 +196,46 @@ out:
         fail_spawn(r, HVD_EXIT_SPAWN, err);
 }
 
-void agent_ranks_start(struct agent *ag)
+/*
+ * Adds entries for the job's ranks from first on, all or none, so that the
+ * entry of ag->job.ranks[first + i] is ag->ranks[nranks before + i]. The
+ * timers are initialized last: a handle once initialized must be closed
+ * before it is freed.
+ */
+static int add_entries(struct agent *ag, uint32_t first)
+{
+    const struct hvd_jobspec *js = &ag->job;
+    uint32_t n = js->nranks - first;
+    struct agent_rank **t = realloc(ag->ranks, (ag->nranks + n) * sizeof(*t));
+    if (t == NULL)
+        return ENOMEM;
+    ag->ranks = t;
+    t += ag->nranks;
+    for (uint32_t i = 0; i < n; i++) {
+        if ((t[i] = calloc(1, sizeof(*t[i]))) == NULL) {
+            while (i-- > 0)
+                free(t[i]);
+            return ENOMEM;
+        }
+        t[i]->ag = ag;
+        t[i]->rank = js->ranks[first + i].rank;
+        t[i]->local_rank = js->ranks[first + i].local_rank;
+    }
+    for (uint32_t i = 0; i < n; i++) {
+        uv_timer_init(ag->loop, &t[i]->drain);
+        uv_timer_init(ag->loop, &t[i]->grace);
+        t[i]->drain.data = t[i]->grace.data = t[i];
+    }
+    ag->nranks += n;
+    ag->live += n;
+    return 0;
+}
+
+void agent_ranks_start(struct agent *ag, uint32_t first)
 {
     struct hvd_jobspec *js = &ag->job;
+    uint32_t n = js->nranks - first, base = ag->nranks;
 
-    ag->ranks = calloc(js->nranks, sizeof(*ag->ranks));
-    if (ag->ranks == NULL) {
-        agent_note(ag, HVD_NOTE_ERROR, "out of memory for %u ranks",
-                   js->nranks);
-        agent_finish(ag);
-        return;
-    }
-    ag->nranks = ag->live = js->nranks;
     ag->pipes = (struct hr_rankpipe_cfg){
         .line = on_line,
         .flush = on_read_done,
@@ -206,45 +244,82 @@ void agent_ranks_start(struct agent *ag)
         .buflen = sizeof(ag->readbuf),
         .line_max = HR_RANKPIPE_LINE_MAX,
     };
-    if (js->gpu_pinning && ag->gpus > 0 && js->nranks > (uint32_t)ag->gpus)
+    if (add_entries(ag, first) != 0) {
+        /* horovodrun hears of every rank it asked for, even so. */
+        agent_note(ag, HVD_NOTE_ERROR, "out of memory for %u ranks", n);
+        for (uint32_t i = first; i < js->nranks; i++)
+            exit_frame(ag, js->ranks[i].rank, HVD_EXIT_SPAWN, ENOMEM);
+        if (ag->live == 0)
+            agent_finish(ag);
+        return;
+    }
+    /* Once stopping, the agent starts nothing: a rank started now would
+     * only be stopped, or outlive the channel. */
+    int refuse = ag->stopping || ag->finished;
+    /* What the host runs now, the earlier ranks included; fixed before
+     * failed starts lower ag->live, so that the ranks share alike. */
+    uint32_t host_ranks = ag->live;
+    if (!refuse && js->gpu_pinning && ag->gpus > 0 &&
+        host_ranks > (uint32_t)ag->gpus)
         agent_note(ag, HVD_NOTE_WARN,
                    "%u ranks share %d GPU%s on this host (each rank gets GPU "
                    "local_rank modulo %d)",
-                   js->nranks, ag->gpus, ag->gpus == 1 ? "" : "s", ag->gpus);
-    int cwd_err = chdir(js->cwd) == 0 ? 0 : errno;
-    for (uint32_t i = 0; i < js->nranks; i++) {
-        struct agent_rank *r = &ag->ranks[i];
-        r->ag = ag;
-        r->rank = js->ranks[i].rank;
-        r->local_rank = js->ranks[i].local_rank;
-        uv_timer_init(ag->loop, &r->drain);
-        r->drain.data = r;
-    }
+                   host_ranks, ag->gpus, ag->gpus == 1 ? "" : "s", ag->gpus);
+    int cwd_err = refuse || chdir(js->cwd) == 0 ? 0 : errno;
     struct hr_cpu *cpus = NULL;
     int ncpus = 0;
-    if (js->bind == HR_BIND_AUTO && hr_bind_cpus(&cpus, &ncpus) == 0 &&
-        ncpus < (int)js->nranks)
+    if (!refuse && js->bind == HR_BIND_AUTO &&
+        hr_bind_cpus(&cpus, &ncpus) == 0 && ncpus < (int)host_ranks)
         agent_note(ag, HVD_NOTE_INFO,
                    "%u ranks on %d CPUs: the ranks are not bound to CPUs",
-                   js->nranks, ncpus);
-    for (uint32_t i = 0; i < js->nranks; i++) {
+                   host_ranks, ncpus);
+    for (uint32_t i = 0; i < n; i++) {
+        struct agent_rank *r = ag->ranks[base + i];
+        const struct hvd_jobrank *jr = &js->ranks[first + i];
         cpu_set_t set;
-        int bound =
-            cpus && hr_bind_share(cpus, ncpus, (int)js->ranks[i].local_rank,
-                                  (int)js->nranks, &set);
-        if (cwd_err)
-            fail_spawn(&ag->ranks[i], HVD_EXIT_NOCWD, cwd_err);
+        int bound = cpus && hr_bind_share(cpus, ncpus, (int)jr->local_rank,
+                                          (int)host_ranks, &set);
+        if (refuse)
+            fail_spawn(r, HVD_EXIT_SPAWN, ECANCELED);
+        else if (cwd_err)
+            fail_spawn(r, HVD_EXIT_NOCWD, cwd_err);
         else
-            start_rank(ag, &ag->ranks[i], &js->ranks[i], bound ? &set : NULL);
+            start_rank(ag, r, jr, bound ? &set : NULL);
     }
     free(cpus);
+}
+
+static struct agent_rank *find_rank(struct agent *ag, uint32_t rank)
+{
+    for (uint32_t i = 0; i < ag->nranks; i++)
+        if (ag->ranks[i]->rank == rank)
+            return ag->ranks[i];
+    return NULL;
+}
+
+void agent_rank_kill(struct agent *ag, uint32_t rank, int now)
+{
+    struct agent_rank *r = find_rank(ag, rank);
+    /* It may have ended while the message travelled. */
+    if (r == NULL || r->reaped || r->pid <= 0)
+        return;
+    if (now) {
+        uv_timer_stop(&r->grace);
+        kill(-r->pid, SIGKILL);
+        return;
+    }
+    /* A second KILL keeps the first one's deadline. */
+    if (uv_is_active((uv_handle_t *)&r->grace))
+        return;
+    kill(-r->pid, SIGTERM);
+    uv_timer_start(&r->grace, on_kill_group, ag->job.kill_grace_ms, 0);
 }
 
 void agent_ranks_signal(struct agent *ag, int sig)
 {
     for (uint32_t i = 0; i < ag->nranks; i++)
-        if (ag->ranks[i].pid > 0 && !ag->ranks[i].reaped)
-            kill(-ag->ranks[i].pid, sig);
+        if (ag->ranks[i]->pid > 0 && !ag->ranks[i]->reaped)
+            kill(-ag->ranks[i]->pid, sig);
 }
 
 static void on_grace(uv_timer_t *t)
@@ -277,7 +352,7 @@ void agent_ranks_reap(struct agent *ag)
 
     while ((pid = waitpid(-1, &status, WNOHANG)) > 0) {
         for (uint32_t i = 0; i < ag->nranks; i++) {
-            struct agent_rank *r = &ag->ranks[i];
+            struct agent_rank *r = ag->ranks[i];
             if (r->pid != pid || r->reaped)
                 continue;
             r->reaped = 1;
@@ -317,11 +392,8 @@ static void on_stdin_shut(uv_shutdown_t *req, int status)
 
 void agent_ranks_stdin(struct agent *ag, const uint8_t *p, size_t len)
 {
-    struct agent_rank *r = NULL;
-    for (uint32_t i = 0; i < ag->nranks; i++)
-        if (ag->ranks[i].rank == 0 && ag->ranks[i].in_open)
-            r = &ag->ranks[i];
-    if (r == NULL)
+    struct agent_rank *r = find_rank(ag, 0);
+    if (r == NULL || !r->in_open)
         return;
     if (len == 0) {
         /* Close only after the queued writes: rank 0 may read late. */
@@ -347,7 +419,7 @@ void agent_ranks_pause(struct agent *ag, int pause)
 {
     ag->paused = pause;
     for (uint32_t i = 0; i < ag->nranks; i++) {
-        struct hr_rankpipe *ps[] = {&ag->ranks[i].out, &ag->ranks[i].err};
+        struct hr_rankpipe *ps[] = {&ag->ranks[i]->out, &ag->ranks[i]->err};
         for (int k = 0; k < 2; k++) {
             if (pause)
                 hr_rankpipe_stop(ps[k]);
@@ -355,4 +427,16 @@ void agent_ranks_pause(struct agent *ag, int pause)
                 hr_rankpipe_start(ps[k]);
         }
     }
+}
+
+void agent_ranks_free(struct agent *ag)
+{
+    for (uint32_t i = 0; i < ag->nranks; i++) {
+        hr_rankpipe_close(&ag->ranks[i]->out);
+        hr_rankpipe_close(&ag->ranks[i]->err);
+        free(ag->ranks[i]);
+    }
+    free(ag->ranks);
+    ag->ranks = NULL;
+    ag->nranks = 0;
 }

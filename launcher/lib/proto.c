@@ -49,6 +49,18 @@ static void put_vec(struct hvd_wbuf *w, const struct hvd_strvec *sv)
         hvd_wbuf_str(w, sv->v[i]);
 }
 
+/* A count, then each rank: JOB and RANKS lay ranks out alike. */
+static void put_ranks(struct hvd_wbuf *w, const struct hvd_jobrank *ranks,
+                      uint32_t n)
+{
+    hvd_wbuf_u32(w, n);
+    for (uint32_t i = 0; i < n; i++) {
+        hvd_wbuf_u32(w, ranks[i].rank);
+        hvd_wbuf_u32(w, ranks[i].local_rank);
+        put_vec(w, &ranks[i].env);
+    }
+}
+
 int hvd_jobspec_encode(const struct hvd_jobspec *js, uint8_t **out,
                        size_t *outlen)
 {
@@ -60,13 +72,26 @@ int hvd_jobspec_encode(const struct hvd_jobspec *js, uint8_t **out,
     hvd_wbuf_u32(&w, js->kill_grace_ms);
     hvd_wbuf_u8(&w, js->gpu_pinning);
     hvd_wbuf_u8(&w, js->bind);
-    hvd_wbuf_u32(&w, js->nranks);
-    for (uint32_t i = 0; i < js->nranks; i++) {
-        hvd_wbuf_u32(&w, js->ranks[i].rank);
-        hvd_wbuf_u32(&w, js->ranks[i].local_rank);
-        put_vec(&w, &js->ranks[i].env);
-    }
+    put_ranks(&w, js->ranks, js->nranks);
     return hvd_wbuf_finish(&w, HVD_MSG_JOB, out, outlen);
+}
+
+int hvd_ranks_encode(const struct hvd_jobrank *ranks, uint32_t n, uint8_t **out,
+                     size_t *outlen)
+{
+    struct hvd_wbuf w;
+    hvd_wbuf_init(&w);
+    put_ranks(&w, ranks, n);
+    return hvd_wbuf_finish(&w, HVD_MSG_RANKS, out, outlen);
+}
+
+int hvd_kill_encode(uint32_t rank, uint8_t now, uint8_t **out, size_t *outlen)
+{
+    struct hvd_wbuf w;
+    hvd_wbuf_init(&w);
+    hvd_wbuf_u32(&w, rank);
+    hvd_wbuf_u8(&w, now);
+    return hvd_wbuf_finish(&w, HVD_MSG_KILL, out, outlen);
 }
 
 /* A count is plausible only if every element could still fit: each takes
@@ -93,11 +118,49 @@ static int get_vec(struct hvd_rbuf *r, struct hvd_strvec *sv)
     return 0;
 }
 
-static int cmp_rank(const void *a, const void *b)
+/* The reading side of put_ranks: appends the ranks to js. Each takes at
+ * least 12 bytes (rank, local rank, an empty env's count). */
+static int get_ranks(struct hvd_rbuf *r, struct hvd_jobspec *js)
 {
-    uint32_t x = ((const struct hvd_jobrank *)a)->rank;
-    uint32_t y = ((const struct hvd_jobrank *)b)->rank;
+    uint32_t n = hvd_rbuf_u32(r);
+    if (!count_ok(r, n, 12))
+        return r->err ? r->err : HVD_EPROTO;
+    for (uint32_t i = 0; i < n; i++) {
+        uint32_t rank = hvd_rbuf_u32(r);
+        uint32_t local_rank = hvd_rbuf_u32(r);
+        struct hvd_jobrank *jr = hvd_jobspec_add_rank(js, rank, local_rank);
+        if (jr == NULL)
+            return HVD_ENOMEM;
+        int err = get_vec(r, &jr->env);
+        if (err)
+            return err;
+    }
+    return 0;
+}
+
+static int cmp_u32(const void *a, const void *b)
+{
+    uint32_t x = *(const uint32_t *)a;
+    uint32_t y = *(const uint32_t *)b;
     return x < y ? -1 : x > y;
+}
+
+/* Ranks must be unique; the agent keys everything by rank. */
+static int ranks_unique(const struct hvd_jobspec *js)
+{
+    uint32_t n = js->nranks;
+    uint32_t *sorted = malloc(n * sizeof(*sorted));
+    if (sorted == NULL)
+        return HVD_ENOMEM;
+    for (uint32_t i = 0; i < n; i++)
+        sorted[i] = js->ranks[i].rank;
+    qsort(sorted, n, sizeof(*sorted), cmp_u32);
+    int err = 0;
+    for (uint32_t i = 1; i < n && err == 0; i++)
+        if (sorted[i] == sorted[i - 1])
+            err = HVD_EPROTO;
+    free(sorted);
+    return err;
 }
 
 int hvd_jobspec_decode(struct hvd_jobspec *js, const uint8_t *p, size_t len)
@@ -107,50 +170,36 @@ int hvd_jobspec_decode(struct hvd_jobspec *js, const uint8_t *p, size_t len)
 
     hvd_rbuf_init(&r, p, len);
     js->cwd = hvd_rbuf_strdup(&r);
-    if (js->cwd == NULL) {
-        err = r.err;
-        goto out;
-    }
+    if (js->cwd == NULL)
+        return r.err;
     if ((err = get_vec(&r, &js->argv)) || (err = get_vec(&r, &js->env)))
-        goto out;
+        return err;
     js->kill_grace_ms = hvd_rbuf_u32(&r);
     js->gpu_pinning = hvd_rbuf_u8(&r);
     js->bind = hvd_rbuf_u8(&r);
-    uint32_t n = hvd_rbuf_u32(&r);
-    if (!count_ok(&r, n, 12)) {
-        err = r.err ? r.err : HVD_EPROTO;
-        goto out;
+    if ((err = get_ranks(&r, js)) || (err = hvd_rbuf_done(&r)))
+        return err;
+    if (js->argv.n == 0 || js->nranks == 0 || js->argv.v[0][0] == '\0')
+        return HVD_EPROTO;
+    return ranks_unique(js);
+}
+
+int hvd_jobspec_decode_more(struct hvd_jobspec *js, const uint8_t *p,
+                            size_t len)
+{
+    struct hvd_rbuf r;
+    uint32_t old = js->nranks;
+    int err;
+
+    hvd_rbuf_init(&r, p, len);
+    if ((err = get_ranks(&r, js)) == 0 && (err = hvd_rbuf_done(&r)) == 0)
+        err = js->nranks == old ? HVD_EPROTO : ranks_unique(js);
+    if (err) {
+        /* The agent goes on with the ranks it had: drop the new ones. */
+        for (uint32_t i = old; i < js->nranks; i++)
+            hvd_strvec_close(&js->ranks[i].env);
+        js->nranks = old;
     }
-    for (uint32_t i = 0; i < n; i++) {
-        uint32_t rank = hvd_rbuf_u32(&r);
-        uint32_t local_rank = hvd_rbuf_u32(&r);
-        struct hvd_jobrank *jr = hvd_jobspec_add_rank(js, rank, local_rank);
-        if (jr == NULL) {
-            err = HVD_ENOMEM;
-            goto out;
-        }
-        if ((err = get_vec(&r, &jr->env)))
-            goto out;
-    }
-    if ((err = hvd_rbuf_done(&r)))
-        goto out;
-    if (js->argv.n == 0 || js->nranks == 0 || js->argv.v[0][0] == '\0') {
-        err = HVD_EPROTO;
-        goto out;
-    }
-    /* Ranks must be unique; the agent keys everything by rank. */
-    struct hvd_jobrank *sorted = malloc(n * sizeof(*sorted));
-    if (sorted == NULL) {
-        err = HVD_ENOMEM;
-        goto out;
-    }
-    memcpy(sorted, js->ranks, n * sizeof(*sorted));
-    qsort(sorted, n, sizeof(*sorted), cmp_rank);
-    for (uint32_t i = 1; i < n && err == 0; i++)
-        if (sorted[i].rank == sorted[i - 1].rank)
-            err = HVD_EPROTO;
-    free(sorted);
-out:
     return err;
 }
 

@@ -18,7 +18,9 @@ enum hvd_msg {
     HVD_MSG_LINE = 6,   /* agent: u32 rank, u8 stream, u8 term, text */
     HVD_MSG_EXIT = 7,   /* agent: u32 rank, u8 kind, i32 code */
     HVD_MSG_NOTE = 8,   /* agent: u8 level, str text */
-    HVD_MSG_PING = 9    /* launcher: u32 ms; silence that long = lost */
+    HVD_MSG_PING = 9,   /* launcher: u32 ms; silence that long = lost */
+    HVD_MSG_RANKS = 10, /* launcher: u32 n, n ranks as in JOB (elastic) */
+    HVD_MSG_KILL = 11   /* launcher: u32 rank, u8 now; TERM+grace or KILL */
 };
 
 enum hvd_stream { HVD_STREAM_STDOUT = 1, HVD_STREAM_STDERR = 2 };
@@ -69,6 +71,25 @@ int hvd_jobspec_encode(const struct hvd_jobspec *js, uint8_t **out,
  * the payload cannot hold, with HVD_EPROTO or HVD_ETRUNC.
  */
 int hvd_jobspec_decode(struct hvd_jobspec *js, const uint8_t *p, size_t len);
+
+/*
+ * Elastic jobs: more ranks for a running job. The rank numbers are then
+ * process ids that horovodrun never reuses. Encodes n ranks as one
+ * HVD_MSG_RANKS frame (header included, free() it); each rank is laid out
+ * as in JOB.
+ */
+int hvd_ranks_encode(const struct hvd_jobrank *ranks, uint32_t n, uint8_t **out,
+                     size_t *outlen);
+/*
+ * Decodes a RANKS payload, appending its ranks to js. Rejects truncated or
+ * trailing bytes, a count of 0 or one the payload cannot hold, and a rank
+ * already in js or twice in the payload, with HVD_EPROTO or HVD_ETRUNC;
+ * js is then as it was.
+ */
+int hvd_jobspec_decode_more(struct hvd_jobspec *js, const uint8_t *p,
+                            size_t len);
+/* Encodes one HVD_MSG_KILL frame: stop that rank, at once when now is 1. */
+int hvd_kill_encode(uint32_t rank, uint8_t now, uint8_t **out, size_t *outlen);
 
 /* What an agent says first: who it is and what it found on its host. */
 struct hvd_hello {
