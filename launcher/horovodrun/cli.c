@@ -221,21 +221,29 @@ static int parse_words(struct hr_opts *o, int argc, char **argv, FILE *out,
             return HR_CLI_USAGE;
         spellings(op, name, sizeof(name));
         if (op->refused) {
-            /* The spelling given, unless it was an abbreviation. */
-            size_t al = op->alias ? strlen(op->alias) : 0;
-            if (al && strncmp(a, op->alias, al) == 0 &&
-                (a[al] == '\0' || a[al] == '='))
-                snprintf(err, errlen, "%s: %s", op->alias, op->refused);
-            else
-                snprintf(err, errlen, "--%s: %s", op->name, op->refused);
+            snprintf(err, errlen, "--%s: %s", op->name, op->refused);
             return HR_CLI_USAGE;
         }
-        if (op->arg && val == NULL) {
-            if (i + 1 >= argc) {
-                snprintf(err, errlen, "option '%s' needs an argument", name);
+        /* Words the option takes: "MIN MAX" is two (never after '='). */
+        int words = op->arg == NULL ? 0 : strchr(op->arg, ' ') ? 2 : 1;
+        if (words == 2 && val) {
+            snprintf(err, errlen, "option '%s' takes two words, %s, not '='",
+                     name, op->arg);
+            return HR_CLI_USAGE;
+        }
+        if (words && val == NULL) {
+            if (i + words >= argc) {
+                snprintf(err, errlen, "option '%s' needs %s", name,
+                         words == 2 ? "two arguments" : "an argument");
                 return HR_CLI_USAGE;
             }
-            val = argv[++i];
+            if (words == 2 && hvd_strvec_pushf(&o->strings, "%s %s",
+                                               argv[i + 1], argv[i + 2])) {
+                snprintf(err, errlen, "out of memory");
+                return HR_CLI_USAGE;
+            }
+            val = words == 2 ? o->strings.v[o->strings.n - 1] : argv[i + 1];
+            i += words;
         } else if (op->arg == NULL && val) {
             snprintf(err, errlen, "option '%s' takes no argument, got '%s'",
                      name, a);
@@ -298,6 +306,7 @@ static void opts_defaults(struct hr_opts *o)
     o->gpu_pinning = 1;
     o->bind = HR_BIND_AUTO;
     o->kill_grace = 5;
+    o->reset_limit = -1;
 }
 
 void hr_opts_close(struct hr_opts *o)
@@ -308,18 +317,115 @@ void hr_opts_close(struct hr_opts *o)
     hvd_strvec_close(&o->warnings);
 }
 
-static double env_seconds(const char *name, double dflt, int *bad)
+/* Sets *field, unless an option did, from the variable name or else to
+ * dflt seconds. 0, or -1 with err set when the variable is no number. */
+static int env_seconds(double *field, const char *name, double dflt, char *err,
+                       size_t errlen)
 {
     const char *v = getenv(name);
     char *end;
+    if (*field != 0)
+        return 0;
+    *field = dflt;
     if (v == NULL || v[0] == '\0')
-        return dflt;
+        return 0;
     double d = strtod(v, &end);
     if (*end != '\0' || !isfinite(d) || d <= 0 || d > 86400 * 7) {
-        *bad = 1;
-        return dflt;
+        snprintf(err, errlen,
+                 "%s must be a positive number of seconds, got '%s'", name, v);
+        return -1;
     }
-    return d;
+    *field = d;
+    return 0;
+}
+
+/*
+ * Elastic mode as Horovod's launch.py decides it: --host-discovery-script
+ * or --min-np. Outside it Horovod ignores the other elastic options; so
+ * does this, with a warning. 0, or -1 with err set.
+ */
+static int check_elastic(struct hr_opts *o, int in_slurm, char *err,
+                         size_t errlen)
+{
+    const struct {
+        const char *name;
+        int given;
+    } unused[] = {
+        {"--max-np", o->max_np != 0},
+        {"--slots-per-host", o->slots_per_host != 0},
+        {"--elastic-timeout", o->elastic_timeout != 0},
+        {"--reset-limit", o->reset_limit >= 0},
+        {"--blacklist-cooldown-range", o->cooldown_min != 0},
+    };
+    o->elastic = o->discovery_script != NULL || o->min_np != 0;
+    for (size_t i = 0; !o->elastic && i < sizeof(unused) / sizeof(unused[0]);
+         i++)
+        if (unused[i].given &&
+            hvd_strvec_pushf(&o->warnings,
+                             "%s is ignored without --min-np or "
+                             "--host-discovery-script (elastic training), as "
+                             "in Horovod",
+                             unused[i].name) != 0) {
+            snprintf(err, errlen, "out of memory");
+            return -1;
+        }
+    if (!o->elastic)
+        return 0;
+    /* Horovod's elastic driver is Gloo's and leaves --mpi unread; refused
+     * here rather than ignored. */
+    if (o->mpi) {
+        snprintf(err, errlen,
+                 "--mpi cannot be used with elastic training (--min-np or "
+                 "--host-discovery-script): Horovod's elastic mode also "
+                 "requires Gloo; drop --mpi to use horovodrun's own launcher");
+        return -1;
+    }
+    /* One argparse group in Horovod: the script lists the hosts. */
+    if (o->discovery_script && (o->hosts || o->hostfile)) {
+        snprintf(err, errlen,
+                 "--host-discovery-script cannot be used with %s: the script "
+                 "lists the hosts; pick one",
+                 o->hosts ? "-H/--hosts" : "--hostfile");
+        return -1;
+    }
+    /*
+     * --min-np with -H or --hostfile is a fixed set of hosts that may
+     * fail; Horovod refuses a set of fewer than 2 hosts when the job
+     * starts, which the controller checks. On localhost alone there is
+     * nothing to fail over to: refused now. A Slurm allocation is a host
+     * list too.
+     */
+    if (!o->discovery_script && !o->hosts && !o->hostfile && !in_slurm) {
+        snprintf(err, errlen,
+                 "--min-np without --host-discovery-script needs -H or "
+                 "--hostfile with at least 2 hosts: Horovod does not run "
+                 "elastic jobs on localhost alone");
+        return -1;
+    }
+    /* argparse requires -np in elastic mode too. */
+    if (o->np == 0) {
+        snprintf(err, errlen,
+                 "-np is required in elastic mode: the ranks needed to start "
+                 "(--min-np defaults to it), e.g. horovodrun -np 4 --min-np 2 "
+                 "--host-discovery-script ./hosts.sh ./train");
+        return -1;
+    }
+    if (o->min_np == 0)
+        o->min_np = o->np;
+    if (o->min_np > o->np) {
+        snprintf(err, errlen,
+                 "--min-np %d is more than -np %d; lower --min-np or raise -np",
+                 o->min_np, o->np);
+        return -1;
+    }
+    if (o->max_np != 0 && o->np > o->max_np) {
+        snprintf(err, errlen,
+                 "-np %d is more than --max-np %d; lower -np or raise --max-np",
+                 o->np, o->max_np);
+        return -1;
+    }
+    return env_seconds(&o->elastic_timeout, HVD_ENV_ELASTIC_TIMEOUT, 600, err,
+                       errlen);
 }
 
 /*
@@ -347,7 +453,7 @@ static int apply_config(struct hr_opts *o, int argc, char **argv, FILE *out,
 int hr_cli_parse(struct hr_opts *o, int argc, char **argv, FILE *out, char *err,
                  size_t errlen)
 {
-    int bad_env = 0, next = argc, rc;
+    int next = argc, rc;
 
     memset(o, 0, sizeof(*o));
     hvd_strvec_init(&o->strings);
@@ -360,16 +466,9 @@ int hr_cli_parse(struct hr_opts *o, int argc, char **argv, FILE *out, char *err,
     o->cmd = argv + next;
     o->cmdc = argc - next;
 
-    if (o->start_timeout == 0) {
-        o->start_timeout = env_seconds(HVD_ENV_START_TIMEOUT, 30, &bad_env);
-        if (bad_env) {
-            snprintf(err, errlen,
-                     HVD_ENV_START_TIMEOUT
-                     " must be a positive number of seconds, got '%s'",
-                     getenv(HVD_ENV_START_TIMEOUT));
-            return HR_CLI_USAGE;
-        }
-    }
+    if (env_seconds(&o->start_timeout, HVD_ENV_START_TIMEOUT, 30, err,
+                    errlen) != 0)
+        return HR_CLI_USAGE;
 
     if (o->hosts && o->hostfile) {
         snprintf(err, errlen,
@@ -409,6 +508,8 @@ int hr_cli_parse(struct hr_opts *o, int argc, char **argv, FILE *out, char *err,
     }
     if (o->launcher == HR_LAUNCH_AUTO)
         o->launcher = in_slurm ? HR_LAUNCH_SLURM : HR_LAUNCH_SSH;
+    if (check_elastic(o, in_slurm, err, errlen) != 0)
+        return HR_CLI_USAGE;
     /* Inside an allocation without a host list, -np defaults to the
      * allocation's tasks, as with srun and mpirun. */
     if (o->np == 0 && !(in_slurm && !o->hosts && !o->hostfile)) {

@@ -79,7 +79,29 @@ struct hr_opts {
     int mpi;                   /* --mpi: run the ranks with mpirun */
     int gloo;             /* --gloo: horovodrun's own launcher, said aloud */
     const char *mpi_args; /* --mpi-args, split like a shell would */
-    char **cmd;           /* the command and its arguments, NULL-terminated */
+    /*
+     * Elastic training, in Horovod's meanings. Parsing checks each value
+     * and, in elastic mode, how they fit together; outside it the other
+     * elastic options are ignored with a warning, as Horovod ignores them.
+     */
+    int elastic; /* --host-discovery-script or --min-np was given */
+    int min_np;  /* 0 when not given; in elastic mode then -np */
+    int max_np;  /* 0: unbounded */
+    /* Slots of a discovered host whose line has no ":slots"; 0 when not
+     * given (such a line is then an error). */
+    int slots_per_host;
+    /* Seconds to wait for enough slots after the hosts change. In elastic
+     * mode, when not given: HOROVOD_ELASTIC_TIMEOUT, else 600. */
+    double elastic_timeout;
+    int reset_limit; /* resizes the job may go through; -1: no limit */
+    /* --blacklist-cooldown-range in seconds, checked to be within
+     * HR_BLACKLIST_COOLDOWN_MIN_S..MAX_S with min <= max; 0 and 0: none,
+     * a failed host stays out for good. */
+    int cooldown_min, cooldown_max;
+    /* A path checked to be an executable file (a name without '/' is
+     * the file in the current directory: nothing searches PATH). */
+    const char *discovery_script;
+    char **cmd; /* the command and its arguments, NULL-terminated */
     int cmdc;
     struct hvd_strvec strings;  /* owned values the fields may point to */
     struct hvd_strvec warnings; /* one line each, for the caller to print */
@@ -89,12 +111,14 @@ struct hr_option {
     const char *name;  /* long name without "--" */
     const char *alias; /* another spelling, "-np" or "--min-num-proc" */
     char short_name;   /* or 0 */
-    const char *arg;   /* argument name(s) for --help, NULL if none */
-    const char *help;  /* NULL: a deprecated spelling left out of --help */
+    /* Argument name for --help, NULL if none; two names ("MIN MAX")
+     * take the next two words, joined by a space for the handler. */
+    const char *arg;
+    const char *help; /* NULL: a deprecated spelling left out of --help */
     int (*handler)(struct hr_opts *o, const char *arg, char *err,
                    size_t errlen);
-    /* Set for the options this horovodrun refuses (elastic training,
-     * jsrun): why, after the option's name, in the usage error. */
+    /* Set for the options this horovodrun refuses (jsrun): why, after
+     * the option's name, in the usage error. */
     const char *refused;
 };
 
@@ -113,8 +137,8 @@ enum hr_cli_result {
  * (argv is neither changed nor freed and must outlive o). Parsing stops
  * at the first word that is not an option, or after "--": the command.
  * A --config-file is read under the command line, whose options win
- * whatever their order. Environment defaults (HOROVOD_START_TIMEOUT) are
- * applied last. Help and version go to out.
+ * whatever their order. Environment defaults (HOROVOD_START_TIMEOUT,
+ * HOROVOD_ELASTIC_TIMEOUT) are applied last. Help and version go to out.
  */
 int hr_cli_parse(struct hr_opts *o, int argc, char **argv, FILE *out, char *err,
                  size_t errlen);

@@ -6,22 +6,43 @@
 #include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "common/envc.h"
+#include "launcher/lib/blacklist.h"
+#include "launcher/lib/hostspec.h"
 #include "launcher/lib/ranklist.h"
 #include "launcher/horovodrun/tty.h"
 
-static int opt_np(struct hr_opts *o, const char *arg, char *err, size_t n)
+/* The most ranks a job may have: -np, --min-np, --max-np. */
+#define MAX_NP 1000000
+
+/*
+ * An integer from least (0 or 1) to most, as Horovod's argparse type=int
+ * with the bounds that make sense; stored in *out unless it is NULL.
+ */
+static int parse_int(const char *what, const char *arg, long least, long most,
+                     int *out, char *err, size_t n)
 {
     char *end;
     errno = 0;
     long v = strtol(arg, &end, 10);
-    if (errno || end == arg || *end != '\0' || v < 1 || v > 1000000) {
-        snprintf(err, n, "-np must be a positive integer, got '%s'", arg);
+    if (errno || end == arg || *end != '\0' || v < least || v > most) {
+        snprintf(err, n,
+                 least > 0 ? "%s must be a positive integer, got '%s'"
+                           : "%s must be an integer of at least 0, got '%s'",
+                 what, arg);
         return -1;
     }
-    o->np = (int)v;
+    if (out)
+        *out = (int)v;
     return 0;
+}
+
+static int opt_np(struct hr_opts *o, const char *arg, char *err, size_t n)
+{
+    return parse_int("-np", arg, 1, MAX_NP, &o->np, err, n);
 }
 
 static int opt_output(struct hr_opts *o, const char *arg, char *err, size_t n)
@@ -234,20 +255,6 @@ static int check_number(const char *what, const char *arg, double most,
     return 0;
 }
 
-/* A count Horovod reads as an int (argparse's type=int, at least 0). */
-static int check_count(const char *what, const char *arg, char *err, size_t n)
-{
-    char *end;
-    errno = 0;
-    long v = strtol(arg, &end, 10);
-    if (errno || end == arg || *end != '\0' || v < 0 || v > 1000000000) {
-        snprintf(err, n, "%s must be an integer of at least 0, got '%s'", what,
-                 arg);
-        return -1;
-    }
-    return 0;
-}
-
 /* Options that store a number the ranks read from their environment. */
 #define NUMBER(fn, field, name)                                                \
     static int fn(struct hr_opts *o, const char *arg, char *err, size_t n)     \
@@ -267,7 +274,7 @@ NUMBER(opt_stall_shutdown, stall_shutdown_s,
     static int fn(struct hr_opts *o, const char *arg, char *err, size_t n)     \
     {                                                                          \
         o->field = arg;                                                        \
-        return check_count(name, arg, err, n);                                 \
+        return parse_int(name, arg, 0, 1000000000, NULL, err, n);              \
     }
 COUNT(opt_warmup, autotune_warmup_samples, "--autotune-warmup-samples")
 COUNT(opt_steps, autotune_steps_per_sample, "--autotune-steps-per-sample")
@@ -347,18 +354,110 @@ static int opt_color(struct hr_opts *o, const char *arg, char *err, size_t n)
     return -1;
 }
 
-#define ELASTIC                                                                \
-    "elastic training is not supported yet by this horovodrun; run a "         \
-    "fixed-size job with -np"
-#define ELASTIC_HELP "elastic training: not supported yet (a usage error)"
+/*
+ * Elastic training. Each value is checked here, whether or not the job
+ * turns out elastic; how they fit together (--min-np against -np, ...) is
+ * checked once parsing is done (hr_cli_parse).
+ */
+static int opt_min_np(struct hr_opts *o, const char *arg, char *err, size_t n)
+{
+    return parse_int("--min-np", arg, 1, MAX_NP, &o->min_np, err, n);
+}
+
+static int opt_max_np(struct hr_opts *o, const char *arg, char *err, size_t n)
+{
+    return parse_int("--max-np", arg, 1, MAX_NP, &o->max_np, err, n);
+}
+
+static int opt_slots_per_host(struct hr_opts *o, const char *arg, char *err,
+                              size_t n)
+{
+    return parse_int("--slots-per-host", arg, 1, HVD_MAX_SLOTS,
+                     &o->slots_per_host, err, n);
+}
+
+static int opt_elastic_timeout(struct hr_opts *o, const char *arg, char *err,
+                               size_t n)
+{
+    return parse_seconds("--elastic-timeout", arg, &o->elastic_timeout, err, n);
+}
+
+/* 0 is Horovod's "no resize after the first start", not "no limit". */
+static int opt_reset_limit(struct hr_opts *o, const char *arg, char *err,
+                           size_t n)
+{
+    return parse_int("--reset-limit", arg, 0, 1000000000, &o->reset_limit, err,
+                     n);
+}
+
+/* "MIN MAX": the parser joins the two words with a space. */
+static int opt_cooldown(struct hr_opts *o, const char *arg, char *err, size_t n)
+{
+    const char *what = "--blacklist-cooldown-range";
+    char *end, *end2 = NULL;
+    errno = 0;
+    long lo = strtol(arg, &end, 10);
+    long hi = *end == ' ' ? strtol(end + 1, &end2, 10) : 0;
+    if (errno || end == arg || end2 == NULL || end2 == end + 1 ||
+        *end2 != '\0') {
+        snprintf(err, n, "%s needs two whole numbers of seconds, got '%s'",
+                 what, arg);
+        return -1;
+    }
+    if (lo < HR_BLACKLIST_COOLDOWN_MIN_S || hi > HR_BLACKLIST_COOLDOWN_MAX_S) {
+        snprintf(err, n,
+                 "%s must be within %d to %d seconds, as in Horovod, got %ld "
+                 "%ld",
+                 what, HR_BLACKLIST_COOLDOWN_MIN_S, HR_BLACKLIST_COOLDOWN_MAX_S,
+                 lo, hi);
+        return -1;
+    }
+    if (lo > hi) {
+        snprintf(err, n,
+                 "%s MIN %ld is more than MAX %ld; give the shorter cooldown "
+                 "first",
+                 what, lo, hi);
+        return -1;
+    }
+    o->cooldown_min = (int)lo;
+    o->cooldown_max = (int)hi;
+    return 0;
+}
+
+/* Checked now, not when the job first needs hosts. */
+static int opt_discovery(struct hr_opts *o, const char *arg, char *err,
+                         size_t n)
+{
+    const char *what = "--host-discovery-script", *why;
+    struct stat st;
+    if (stat(arg, &st) != 0) {
+        if (errno != ENOENT && errno != ENOTDIR) {
+            snprintf(err, n, "cannot use %s '%s': %s", what, arg,
+                     strerror(errno));
+            return -1;
+        }
+        why = "does not exist; give the path of an executable script";
+    } else if (!S_ISREG(st.st_mode)) {
+        why = "is not a file; give the path of an executable script";
+    } else if (access(arg, X_OK) != 0) {
+        why = "is not executable; make it so with chmod +x";
+    } else {
+        o->discovery_script = arg;
+        return 0;
+    }
+    snprintf(err, n, "%s '%s' %s", what, arg, why);
+    return -1;
+}
 
 /*
  * Every option of Horovod 0.28.1's horovodrun, and horovodrun's own.
  * --help, --version and --check-build are handled by the parser itself.
  */
 const struct hr_option hr_options[] = {
-    {"num-proc", "-np", 0, "N", "number of processes (ranks) to start", opt_np,
-     NULL},
+    {"num-proc", "-np", 0, "N",
+     "number of processes (ranks) to start; elastic: the ranks needed to "
+     "start",
+     opt_np, NULL},
     {"hosts", NULL, 'H', "HOSTS",
      "hosts and slots, host:slots[,host:slots...]; default localhost:N",
      opt_hosts, NULL},
@@ -578,14 +677,34 @@ const struct hr_option hr_options[] = {
      NULL,
      "launching with jsrun is not supported yet by this horovodrun; use "
      "--mpi or the default launcher"},
-    {"min-np", "--min-num-proc", 0, "N", ELASTIC_HELP, NULL, ELASTIC},
-    {"max-np", "--max-num-proc", 0, "N", ELASTIC_HELP, NULL, ELASTIC},
-    {"slots-per-host", NULL, 0, "N", ELASTIC_HELP, NULL, ELASTIC},
-    {"elastic-timeout", NULL, 0, "SEC", ELASTIC_HELP, NULL, ELASTIC},
-    {"reset-limit", NULL, 0, "N", ELASTIC_HELP, NULL, ELASTIC},
-    {"blacklist-cooldown-range", NULL, 0, "MIN MAX", ELASTIC_HELP, NULL,
-     ELASTIC},
-    {"host-discovery-script", NULL, 0, "FILE", ELASTIC_HELP, NULL, ELASTIC},
+    {"min-np", "--min-num-proc", 0, "N",
+     "elastic training (makes the job elastic): the fewest ranks it runs "
+     "with; below that it waits for hosts (default -np)",
+     opt_min_np, NULL},
+    {"max-np", "--max-num-proc", 0, "N",
+     "elastic training: the most ranks the job grows to (default no bound)",
+     opt_max_np, NULL},
+    {"slots-per-host", NULL, 0, "N",
+     "elastic training: slots of a discovered host whose line has no "
+     ":slots",
+     opt_slots_per_host, NULL},
+    {"elastic-timeout", NULL, 0, "SEC",
+     "elastic training: seconds to wait for --min-np slots once hosts "
+     "change (default 600, or HOROVOD_ELASTIC_TIMEOUT)",
+     opt_elastic_timeout, NULL},
+    {"reset-limit", NULL, 0, "N",
+     "elastic training: end the job after N resizes (0: none after the "
+     "start; default no limit)",
+     opt_reset_limit, NULL},
+    {"blacklist-cooldown-range", NULL, 0, "MIN MAX",
+     "elastic training: keep a failed host out MIN to MAX seconds, longer at "
+     "each failure (1-3600; default: for good)",
+     opt_cooldown, NULL},
+    {"host-discovery-script", NULL, 0, "FILE",
+     "elastic training (makes the job elastic): an executable that prints "
+     "the available hosts, 'host' or 'host:slots' a line; not with -H or "
+     "--hostfile",
+     opt_discovery, NULL},
     {"verbose", NULL, 0, NULL,
      "print what horovodrun does (under --mpi, the mpirun command)",
      opt_verbose, NULL},

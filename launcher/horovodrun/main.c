@@ -41,6 +41,16 @@ int main(int argc, char **argv)
         goto out;
     }
     hvd_log_init("horovodrun", o.verbose);
+    /* ELASTIC-REFUSAL: the elastic options are parsed and checked (o.min_np
+     * and the rest), but no controller runs them yet. Delete this block
+     * when one does. */
+    if (o.elastic) {
+        hvd_log_error("elastic training: this horovodrun checks the elastic "
+                      "options but cannot run elastic jobs yet; run a "
+                      "fixed-size job with -np");
+        rc = HR_EXIT_USAGE;
+        goto out;
+    }
     /* Runtime tuning travels to the ranks in the environment, which they
      * inherit from horovodrun. */
     if (hr_cli_export_env(&o) != 0) {

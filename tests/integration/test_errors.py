@@ -185,6 +185,47 @@ class UsageErrorTest(hvdtest.TestCase):
                    "seconds, got 'soon'",
                    env=self.env(HOROVOD_START_TIMEOUT="soon"))
 
+    def script(self, name, mode):
+        path = os.path.join(self.tmp, name)
+        with open(path, "w") as f:
+            f.write("#!/bin/sh\necho localhost:2\n")
+        os.chmod(path, mode)
+        return path
+
+    def test_elastic_options(self):
+        noexec = self.script("noexec.sh", 0o644)
+        self.check(["-np", "2", "--host-discovery-script", noexec] +
+                   self.touch(),
+                   "--host-discovery-script '%s' is not executable; make it "
+                   "so with chmod +x" % noexec)
+        missing = os.path.join(self.tmp, "none.sh")
+        self.check(["-np", "2", "--host-discovery-script", missing] +
+                   self.touch(),
+                   "--host-discovery-script '%s' does not exist; give the "
+                   "path of an executable script" % missing)
+        script = self.script("hosts.sh", 0o755)
+        self.check(["-np", "2", "--min-np", "3", "--host-discovery-script",
+                    script] + self.touch(),
+                   "--min-np 3 is more than -np 2; lower --min-np or raise "
+                   "-np")
+        self.check(["-np", "2", "--blacklist-cooldown-range", "60", "10"] +
+                   self.touch(),
+                   "--blacklist-cooldown-range MIN 60 is more than MAX 10; "
+                   "give the shorter cooldown first")
+        self.check(["-np", "2", "--mpi", "--host-discovery-script", script] +
+                   self.touch(),
+                   contains=["--mpi cannot be used with elastic training",
+                             "requires Gloo"])
+        self.check(["-np", "2", "--host-discovery-script", script, "-H",
+                    "localhost:2"] + self.touch(),
+                   "--host-discovery-script cannot be used with -H/--hosts: "
+                   "the script lists the hosts; pick one")
+        # Valid elastic options: refused where the job would start, until
+        # horovodrun runs elastic jobs.
+        self.check(["-np", "2", "--min-np", "1", "--max-np", "4",
+                    "--host-discovery-script", script] + self.touch(),
+                   contains=["elastic training: "])
+
 
 class HostfileTest(hvdtest.TestCase):
 

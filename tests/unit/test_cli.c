@@ -2,6 +2,8 @@
 #include <criterion/criterion.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "launcher/horovodrun/cli.h"
 
@@ -42,6 +44,7 @@ static const char *const exported[] = {
 static void setup(void)
 {
     unsetenv("HOROVOD_START_TIMEOUT");
+    unsetenv("HOROVOD_ELASTIC_TIMEOUT");
     unsetenv("SLURM_JOB_NODELIST");
     unsetenv("SLURM_NODELIST");
     for (size_t i = 0; i < sizeof(exported) / sizeof(exported[0]); i++)
@@ -251,37 +254,254 @@ Test(cli, options_after_the_command_are_untouched)
 
 Test(cli, refused_options)
 {
-    static const char *const elastic =
-        ": elastic training is not supported yet by this horovodrun; run a "
-        "fixed-size job with -np";
-    static const char *const words[] = {"--min-np",
-                                        "--min-num-proc",
-                                        "--max-np",
-                                        "--max-num-proc",
-                                        "--slots-per-host",
-                                        "--elastic-timeout",
-                                        "--reset-limit",
-                                        "--blacklist-cooldown-range",
-                                        "--host-discovery-script"};
-    for (size_t i = 0; i < sizeof(words) / sizeof(words[0]); i++) {
-        char want[256];
-        cr_expect_eq(parse(ARGS("-np", "2", words[i], "3", "4", "x")),
-                     HR_CLI_USAGE, "%s", words[i]);
-        snprintf(want, sizeof(want), "%s%s", words[i], elastic);
-        cr_expect_str_eq(errbuf, want);
-        /* Refused even without its argument: never "needs an argument". */
-        cr_expect_eq(parse(ARGS(words[i])), HR_CLI_USAGE);
-        cr_expect_str_eq(errbuf, want);
-    }
-    cr_expect_eq(parse(ARGS("--max-num-proc=8", "-np", "2", "x")),
-                 HR_CLI_USAGE);
-    cr_expect_str_eq(errbuf, "--max-num-proc: elastic training is not "
-                             "supported yet by this horovodrun; run a "
-                             "fixed-size job with -np");
     cr_expect_eq(parse(ARGS("-np", "2", "--jsrun", "x")), HR_CLI_USAGE);
     cr_expect_str_eq(errbuf, "--jsrun: launching with jsrun is not "
                              "supported yet by this horovodrun; use --mpi "
                              "or the default launcher");
+}
+
+/* A file of mode mode for --host-discovery-script; unlink it after. */
+static const char *script(char *path, size_t len, mode_t mode)
+{
+    snprintf(path, len, "/tmp/hvdtest-cli-XXXXXX");
+    int fd = mkstemp(path);
+    cr_assert_geq(fd, 0);
+    cr_assert_eq(write(fd, "#!/bin/sh\necho a:1\n", 20), 20);
+    close(fd);
+    cr_assert_eq(chmod(path, mode), 0);
+    return path;
+}
+
+Test(cli, elastic_options_land_in_their_fields)
+{
+    char path[64];
+    script(path, sizeof(path), 0755);
+    cr_assert_eq(
+        parse(ARGS("-np", "4", "--min-np", "2", "--max-np", "8",
+                   "--slots-per-host", "3", "--elastic-timeout", "30.5",
+                   "--reset-limit", "5", "--blacklist-cooldown-range", "10",
+                   "100", "--host-discovery-script", path, "--verbose", "x")),
+        HR_CLI_RUN, "%s", errbuf);
+    cr_expect_eq(o.elastic, 1);
+    cr_expect_eq(o.np, 4);
+    cr_expect_eq(o.min_np, 2);
+    cr_expect_eq(o.max_np, 8);
+    cr_expect_eq(o.slots_per_host, 3);
+    cr_expect_eq(o.elastic_timeout, 30.5);
+    cr_expect_eq(o.reset_limit, 5);
+    cr_expect_eq(o.cooldown_min, 10);
+    cr_expect_eq(o.cooldown_max, 100);
+    cr_expect_str_eq(o.discovery_script, path);
+    /* The option after the two words of the range is read as one. */
+    cr_expect_eq(o.verbose, 1);
+    cr_assert_eq(o.cmdc, 1);
+    cr_expect_str_eq(o.cmd[0], "x");
+    cr_expect_eq(o.warnings.n, 0);
+    /* The script alone makes the job elastic; 0 resets is a limit. */
+    cr_assert_eq(parse(ARGS("-np", "2", "--reset-limit", "0",
+                            "--blacklist-cooldown-range", "1", "3600",
+                            "--host-discovery-script", path, "x")),
+                 HR_CLI_RUN, "%s", errbuf);
+    cr_expect_eq(o.elastic, 1);
+    cr_expect_eq(o.min_np, 2);
+    cr_expect_eq(o.reset_limit, 0);
+    cr_expect_eq(o.cooldown_min, 1);
+    cr_expect_eq(o.cooldown_max, 3600);
+    unlink(path);
+}
+
+Test(cli, elastic_aliases_and_fixed_hosts)
+{
+    cr_assert_eq(parse(ARGS("-np", "3", "--min-num-proc", "2",
+                            "--max-num-proc=6", "-H", "a:2,b:2", "x")),
+                 HR_CLI_RUN, "%s", errbuf);
+    cr_expect_eq(o.elastic, 1);
+    cr_expect_eq(o.min_np, 2);
+    cr_expect_eq(o.max_np, 6);
+    cr_expect_null(o.discovery_script);
+    cr_assert_eq(
+        parse(ARGS("-np", "2", "--min-np=2", "--hostfile", "hosts", "x")),
+        HR_CLI_RUN, "%s", errbuf);
+    cr_expect_eq(o.elastic, 1);
+    cr_expect_eq(o.max_np, 0);
+    /* A Slurm allocation is a host list too. */
+    setenv("SLURM_JOB_NODELIST", "n[1-2]", 1);
+    cr_expect_eq(parse(ARGS("-np", "2", "--min-np", "1", "x")), HR_CLI_RUN,
+                 "%s", errbuf);
+}
+
+Test(cli, elastic_defaults)
+{
+    char path[64];
+    cr_assert_eq(parse(ARGS("-np", "2", "x")), HR_CLI_RUN, "%s", errbuf);
+    cr_expect_eq(o.elastic, 0);
+    cr_expect_eq(o.min_np, 0);
+    cr_expect_eq(o.max_np, 0);
+    cr_expect_eq(o.slots_per_host, 0);
+    cr_expect_eq(o.elastic_timeout, 0);
+    cr_expect_eq(o.reset_limit, -1);
+    cr_expect_eq(o.cooldown_min, 0);
+    cr_expect_eq(o.cooldown_max, 0);
+    cr_expect_null(o.discovery_script);
+
+    script(path, sizeof(path), 0700);
+    cr_assert_eq(parse(ARGS("-np", "4", "--host-discovery-script", path, "x")),
+                 HR_CLI_RUN, "%s", errbuf);
+    cr_expect_eq(o.min_np, 4, "--min-np defaults to -np");
+    cr_expect_eq(o.max_np, 0);
+    cr_expect_eq(o.elastic_timeout, 600);
+    cr_expect_eq(o.reset_limit, -1);
+    cr_expect_eq(o.cooldown_min, 0);
+    cr_expect_eq(o.cooldown_max, 0);
+
+    setenv("HOROVOD_ELASTIC_TIMEOUT", "42", 1);
+    cr_assert_eq(parse(ARGS("-np", "4", "--host-discovery-script", path, "x")),
+                 HR_CLI_RUN, "%s", errbuf);
+    cr_expect_eq(o.elastic_timeout, 42);
+    cr_assert_eq(parse(ARGS("-np", "4", "--elastic-timeout", "7",
+                            "--host-discovery-script", path, "x")),
+                 HR_CLI_RUN, "%s", errbuf);
+    cr_expect_eq(o.elastic_timeout, 7, "the option wins");
+    setenv("HOROVOD_ELASTIC_TIMEOUT", "later", 1);
+    cr_expect_eq(parse(ARGS("-np", "4", "--host-discovery-script", path, "x")),
+                 HR_CLI_USAGE);
+    cr_expect_str_eq(errbuf, "HOROVOD_ELASTIC_TIMEOUT must be a positive "
+                             "number of seconds, got 'later'");
+    /* Only elastic jobs read it. */
+    cr_expect_eq(parse(ARGS("-np", "4", "x")), HR_CLI_RUN, "%s", errbuf);
+    cr_expect_eq(o.elastic_timeout, 0);
+    unlink(path);
+}
+
+/* Horovod reads them only in elastic mode: ignored, with a warning. */
+Test(cli, elastic_options_without_elastic_mode_warn)
+{
+    cr_assert_eq(parse(ARGS("-np", "2", "--max-np", "4", "--slots-per-host",
+                            "2", "--elastic-timeout", "9", "--reset-limit", "0",
+                            "--blacklist-cooldown-range", "1", "2", "x")),
+                 HR_CLI_RUN, "%s", errbuf);
+    cr_expect_eq(o.elastic, 0);
+    cr_expect_eq(o.max_np, 4);
+    cr_assert_eq(o.warnings.n, 5);
+    cr_expect_str_eq(o.warnings.v[0],
+                     "--max-np is ignored without --min-np or "
+                     "--host-discovery-script (elastic training), as in "
+                     "Horovod");
+    cr_expect(strstr(o.warnings.v[4], "--blacklist-cooldown-range is ignored"),
+              "%s", o.warnings.v[4]);
+}
+
+Test(cli, elastic_errors)
+{
+    char path[64], noexec[64], dir[] = "/tmp/hvdtest-cli-dir-XXXXXX";
+    char missing[80], msg[5][256];
+    script(path, sizeof(path), 0755);
+    script(noexec, sizeof(noexec), 0644);
+    cr_assert_not_null(mkdtemp(dir));
+    snprintf(missing, sizeof(missing), "%s/none.sh", dir);
+    snprintf(msg[0], sizeof(msg[0]),
+             "--host-discovery-script '%s' does not exist; give the path of "
+             "an executable script",
+             missing);
+    snprintf(msg[1], sizeof(msg[1]),
+             "--host-discovery-script '%s' is not executable; make it so "
+             "with chmod +x",
+             noexec);
+    snprintf(msg[2], sizeof(msg[2]),
+             "--host-discovery-script '%s' is not a file; give the path of "
+             "an executable script",
+             dir);
+    struct {
+        const char *args[12];
+        const char *msg;
+    } cases[] = {
+        {{"-np", "2", "--host-discovery-script", missing, "x", NULL}, msg[0]},
+        {{"-np", "2", "--host-discovery-script", noexec, "x", NULL}, msg[1]},
+        {{"-np", "2", "--host-discovery-script", dir, "x", NULL}, msg[2]},
+        {{"-np", "2", "--min-np", "0", "-H", "a:1,b:1", "x", NULL},
+         "--min-np must be a positive integer, got '0'"},
+        {{"-np", "2", "--min-num-proc", "two", "x", NULL},
+         "--min-np must be a positive integer, got 'two'"},
+        {{"-np", "2", "--max-np", "-4", "x", NULL},
+         "--max-np must be a positive integer, got '-4'"},
+        {{"-np", "2", "--slots-per-host", "0", "x", NULL},
+         "--slots-per-host must be a positive integer, got '0'"},
+        {{"-np", "2", "--elastic-timeout", "0", "x", NULL},
+         "--elastic-timeout must be a positive number of seconds, got '0'"},
+        {{"-np", "2", "--reset-limit", "-1", "x", NULL},
+         "--reset-limit must be an integer of at least 0, got '-1'"},
+        {{"-np", "2", "--blacklist-cooldown-range", "300", "60", "x", NULL},
+         "--blacklist-cooldown-range MIN 300 is more than MAX 60; give the "
+         "shorter cooldown first"},
+        {{"-np", "2", "--blacklist-cooldown-range", "0", "60", "x", NULL},
+         "--blacklist-cooldown-range must be within 1 to 3600 seconds, as "
+         "in Horovod, got 0 60"},
+        {{"-np", "2", "--blacklist-cooldown-range", "1", "3601", "x", NULL},
+         "--blacklist-cooldown-range must be within 1 to 3600 seconds, as "
+         "in Horovod, got 1 3601"},
+        {{"-np", "2", "--blacklist-cooldown-range", "1", "x", NULL},
+         "--blacklist-cooldown-range needs two whole numbers of seconds, "
+         "got '1 x'"},
+        {{"-np", "2", "--blacklist-cooldown-range", "1", NULL},
+         "option '--blacklist-cooldown-range' needs two arguments"},
+        {{"-np", "2", "--blacklist-cooldown-range=1", "2", "x", NULL},
+         "option '--blacklist-cooldown-range' takes two words, MIN MAX, not "
+         "'='"},
+        {{"-np", "2", "--mpi", "--min-np", "1", "-H", "a:1,b:1", "x", NULL},
+         "--mpi cannot be used with elastic training (--min-np or "
+         "--host-discovery-script): Horovod's elastic mode also requires "
+         "Gloo; drop --mpi to use horovodrun's own launcher"},
+        {{"-np", "2", "--host-discovery-script", path, "-H", "a:2", "x", NULL},
+         "--host-discovery-script cannot be used with -H/--hosts: the "
+         "script lists the hosts; pick one"},
+        {{"-np", "2", "--hostfile", "f", "--host-discovery-script", path, "x",
+          NULL},
+         "--host-discovery-script cannot be used with --hostfile: the "
+         "script lists the hosts; pick one"},
+        {{"-np", "2", "--min-np", "1", "x", NULL},
+         "--min-np without --host-discovery-script needs -H or --hostfile "
+         "with at least 2 hosts: Horovod does not run elastic jobs on "
+         "localhost alone"},
+        {{"--host-discovery-script", path, "x", NULL},
+         "-np is required in elastic mode: the ranks needed to start "
+         "(--min-np defaults to it), e.g. horovodrun -np 4 --min-np 2 "
+         "--host-discovery-script ./hosts.sh ./train"},
+        {{"-np", "2", "--min-np", "3", "--host-discovery-script", path, "x",
+          NULL},
+         "--min-np 3 is more than -np 2; lower --min-np or raise -np"},
+        {{"-np", "8", "--min-np", "2", "--max-np", "4", "-H", "a:4,b:4", "x",
+          NULL},
+         "-np 8 is more than --max-np 4; lower -np or raise --max-np"},
+    };
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        cr_expect_eq(parse(cases[i].args), HR_CLI_USAGE, "case %zu", i);
+        cr_expect_str_eq(errbuf, cases[i].msg, "case %zu", i);
+    }
+    /* Inside a Slurm allocation -np may be left out, but not when the
+     * job is elastic. */
+    setenv("SLURM_JOB_NODELIST", "n[1-2]", 1);
+    cr_expect_eq(parse(ARGS("--host-discovery-script", path, "x")),
+                 HR_CLI_USAGE);
+    cr_expect(strstr(errbuf, "-np is required in elastic mode"), "%s", errbuf);
+    unlink(path);
+    unlink(noexec);
+    rmdir(dir);
+}
+
+/* controller: mpi in a --config-file is --mpi. */
+Test(cli, elastic_refuses_the_config_files_mpi)
+{
+    char cfg[] = "/tmp/hvdtest-cli-cfg-XXXXXX";
+    int fd = mkstemp(cfg);
+    cr_assert_geq(fd, 0);
+    cr_assert_eq(write(fd, "controller: mpi\n", 16), 16);
+    close(fd);
+    cr_expect_eq(parse(ARGS("-np", "2", "--config-file", cfg, "--min-np", "1",
+                            "-H", "a:1,b:1", "x")),
+                 HR_CLI_USAGE);
+    cr_expect(strstr(errbuf, "--mpi cannot be used with elastic training"),
+              "%s", errbuf);
+    unlink(cfg);
 }
 
 Test(cli, start_timeout_from_env_and_option_wins)
