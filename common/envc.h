@@ -17,6 +17,8 @@
 #define HVD_ENV_ELASTIC "HOROVOD_ELASTIC"
 #define HVD_ENV_ELASTIC_ID "HOROVOD_ELASTIC_ID"
 #define HVD_ENV_ELASTIC_TIMEOUT "HOROVOD_ELASTIC_TIMEOUT"
+/* horovodrun: seconds between runs of --host-discovery-script (1). */
+#define HVD_ENV_ELASTIC_DISCOVERY_INTERVAL "HOROVOD_ELASTIC_DISCOVERY_INTERVAL"
 /* The job secret, 64 hex digits; only ever passed through the env. */
 #define HVD_ENV_SECRET "HOROVOD_SECRET_KEY"
 

@@ -80,13 +80,17 @@ void hr_job_stop(struct hr_job *job, int now)
 void hr_job_rank_done(struct hr_job *job, uint32_t rank, uint8_t kind,
                       int32_t code)
 {
-    if (rank >= (uint32_t)job->plan->size || job->ranks[rank].done)
+    if (rank >= (uint32_t)job->nranks || job->ranks[rank].done)
         return;
     struct hr_rank_state *rs = &job->ranks[rank];
     rs->done = 1;
     rs->kind = kind;
     rs->code = code;
     job->ranks_done++;
+    if (job->rank_ended) {
+        job->rank_ended(job, rank);
+        return;
+    }
     if (kind == HVD_EXIT_CODE && code == 0)
         return;
     /* A launch that stops the ranks itself (mpirun) does so with SIGTERM
@@ -210,7 +214,9 @@ int hr_job_open(struct hr_job *job)
                                              plan, &job->out, on_stop_request,
                                              job, &job->serve)) != 0)
         return rc;
-    job->ranks = calloc((size_t)plan->size, sizeof(*job->ranks));
+    job->ranks =
+        calloc(plan->size > 0 ? (size_t)plan->size : 1, sizeof(*job->ranks));
+    job->nranks = plan->size;
     if (job->ranks == NULL) {
         hvd_log_error("out of memory for %d ranks", plan->size);
         return HR_EXIT_INTERNAL;
@@ -221,6 +227,26 @@ int hr_job_open(struct hr_job *job)
     static const int signums[] = {SIGINT, SIGTERM, SIGHUP};
     hr_loop_signals(job->loop, sigs, signums, 3, job, on_signal, 0);
     return 0;
+}
+
+int hr_job_grow(struct hr_job *job)
+{
+    int n = job->plan->size;
+    char err[512];
+    if (n > job->nranks) {
+        struct hr_rank_state *rs = realloc(job->ranks, (size_t)n * sizeof(*rs));
+        if (rs == NULL) {
+            hvd_log_error("out of memory for %d processes", n);
+            return HVD_ENOMEM;
+        }
+        memset(rs + job->nranks, 0, (size_t)(n - job->nranks) * sizeof(*rs));
+        job->ranks = rs;
+        job->nranks = n;
+    }
+    int rc = hr_output_grow(&job->out, err, sizeof(err));
+    if (rc != 0)
+        hvd_log_error("%s", rc == HVD_ENOMEM ? "out of memory" : err);
+    return rc;
 }
 
 static int summarize(struct hr_job *job)

@@ -44,6 +44,11 @@ struct hr_job {
     struct hr_detach *detach; /* --detach: the job's folder, or NULL */
     struct hr_serve *serve;   /* its control socket */
     struct hr_stdin in;
+    int nranks; /* entries of ranks: plan->size, which an elastic job grows */
+    /* Set by a launch that decides itself what a rank's end means (an
+     * elastic job): called after the end is recorded, instead of
+     * fail-fast. */
+    void (*rank_ended)(struct hr_job *job, uint32_t rank);
 };
 
 /* Runs the job to completion with ops starting its ranks; returns
@@ -72,6 +77,9 @@ void hr_job_stop(struct hr_job *job, int now);
 /* The launch is over and every line of the ranks read: the job ends once
  * the output is written. */
 void hr_job_ended(struct hr_job *job);
+/* The plan grew (an elastic job started processes): the ranks' states and
+ * the output follow. 0, or an error once said why. */
+int hr_job_grow(struct hr_job *job);
 /* Rank 0 may take the next block of horovodrun's stdin. */
 void hr_job_read_stdin(struct hr_job *job);
 

@@ -11,6 +11,7 @@
 
 #include "common/envc.h"
 #include "common/wire.h"
+#include "launcher/horovodrun/elastic.h"
 #include "launcher/horovodrun/gloo_store.h"
 #include "launcher/horovodrun/job.h"
 #include "launcher/horovodrun/startup.h"
@@ -34,10 +35,24 @@ extern char **environ;
 
 static void check_preflight(struct hr_job *job);
 static int rdv_addr(struct hr_job *job, char *out, size_t len);
+static int agent_index(const struct hr_agents *g, const struct hr_agent *a);
+static void elastic_hello(struct hr_job *job, struct hr_agent *a);
+static int add_agent(struct hr_job *job, int h, struct hr_agent **out);
 
 static struct hr_agents *agents_of(const struct hr_job *job)
 {
     return job->launch;
+}
+
+static int grow_agents(struct hr_agents *g)
+{
+    int cap = g->cap ? 2 * g->cap : 8;
+    struct hr_agent **a = realloc(g->agents, (size_t)cap * sizeof(*a));
+    if (a == NULL)
+        return HVD_ENOMEM;
+    g->agents = a;
+    g->cap = cap;
+    return 0;
 }
 
 static void send_simple(struct hr_agent *a, uint8_t type, uint32_t value,
@@ -65,7 +80,7 @@ static uint64_t agents_stop(struct hr_job *job, int now)
 {
     struct hr_agents *g = agents_of(job);
     for (int i = 0; i < g->nagents; i++) {
-        struct hr_agent *a = &g->agents[i];
+        struct hr_agent *a = g->agents[i];
         if (!a->running)
             continue;
         if (a->hello && g->started)
@@ -83,13 +98,72 @@ static uint64_t agents_signal(struct hr_job *job, int sig)
 {
     struct hr_agents *g = agents_of(job);
     for (int i = 0; i < g->nagents; i++) {
-        struct hr_agent *a = &g->agents[i];
+        struct hr_agent *a = g->agents[i];
         if (a->running && a->hello && g->started)
             send_simple(a, HVD_MSG_SIGNAL, (uint32_t)sig, 0);
         else if (a->running)
             a->link->kill(a, SIGTERM);
     }
     return 0;
+}
+
+/* What every rank's contract names: the rendezvous, torch's master (rank
+ * 0's host; an elastic job's first process's) and Gloo's store. */
+static struct hvd_endpoints endpoints(struct hr_job *job)
+{
+    struct hr_agents *g = agents_of(job);
+    int master = 0;
+    for (int i = 0; g->el && i < job->plan->size; i++)
+        if (job->plan->ranks[i].rank == 0)
+            master = i;
+    return (struct hvd_endpoints){
+        .rdv_addr = g->rdv.addr,
+        .rdv_port = g->rdv.port,
+        .master_addr = host_name(job, job->plan->ranks[master].host),
+        .master_port = g->master_port,
+        .secret_hex = g->secret_hex,
+        .start_timeout = job->opts->start_timeout,
+        .gloo_port = g->gloo_port,
+        .gloo_iface = g->gloo_iface,
+        .nccl_ifnames = job->opts->network_interfaces,
+    };
+}
+
+/* An elastic job's processes on a's host that a was not sent yet, into
+ * js (ids only grow, so they are those from a->sent_to on). */
+static int add_new_procs(struct hr_job *job, struct hr_agent *a,
+                         struct hvd_jobspec *js)
+{
+    struct hr_agents *g = agents_of(job);
+    struct hvd_endpoints ep = endpoints(job);
+    int err = 0;
+    for (int id = (int)a->sent_to; id < job->plan->size && !err; id++) {
+        const struct hvd_slot *s = &job->plan->ranks[id];
+        if (s->host != a->host || !hr_elastic_wanted(g->el, id))
+            continue;
+        struct hvd_jobrank *jr =
+            hvd_jobspec_add_rank(js, (uint32_t)id, (uint32_t)s->local_rank);
+        err = jr ? hr_elastic_env(g->el, id, &jr->env, &ep) : HVD_ENOMEM;
+        if (!err && id == 0)
+            g->stdin_agent = agent_index(g, a);
+    }
+    a->sent_to = (uint32_t)job->plan->size;
+    return err;
+}
+
+/* An elastic job's new processes for an agent that has its job. */
+static int send_more(struct hr_job *job, struct hr_agent *a)
+{
+    struct hvd_jobspec js;
+    uint8_t *f = NULL;
+    size_t len;
+    hvd_jobspec_init(&js);
+    int err = add_new_procs(job, a, &js);
+    if (!err && js.nranks > 0 &&
+        (err = hvd_ranks_encode(js.ranks, js.nranks, &f, &len)) == 0)
+        a->link->send(a, f, len, 0);
+    hvd_jobspec_close(&js);
+    return err;
 }
 
 static int send_job(struct hr_job *job, struct hr_agent *a)
@@ -101,17 +175,7 @@ static int send_job(struct hr_job *job, struct hr_agent *a)
     int err = 0;
 
     hvd_jobspec_init(&js);
-    struct hvd_endpoints ep = {
-        .rdv_addr = g->rdv.addr,
-        .rdv_port = g->rdv.port,
-        .master_addr = host_name(job, job->plan->ranks[0].host),
-        .master_port = g->master_port,
-        .secret_hex = g->secret_hex,
-        .start_timeout = job->opts->start_timeout,
-        .gloo_port = g->gloo_port,
-        .gloo_iface = g->gloo_iface,
-        .nccl_ifnames = job->opts->network_interfaces,
-    };
+    struct hvd_endpoints ep = endpoints(job);
     js.cwd = strdup(g->cwd);
     js.kill_grace_ms = (uint32_t)(job->opts->kill_grace * 1000);
     js.gpu_pinning = (uint8_t)job->opts->gpu_pinning;
@@ -120,7 +184,7 @@ static int send_job(struct hr_job *job, struct hr_agent *a)
         err = hvd_strvec_push(&js.argv, job->opts->cmd[i]);
     for (char **e = environ; *e && !err; e++)
         err = hvd_strvec_push(&js.env, *e);
-    for (int r = 0; r < job->plan->size && !err; r++) {
+    for (int r = 0; r < job->plan->size && !err && !g->el; r++) {
         const struct hvd_slot *s = &job->plan->ranks[r];
         if (s->host != a->host)
             continue;
@@ -129,12 +193,16 @@ static int send_job(struct hr_job *job, struct hr_agent *a)
         err = jr ? hvd_env_contract(&jr->env, job->plan, job->hosts, r, &ep)
                  : HVD_ENOMEM;
     }
+    if (g->el && !err)
+        err = add_new_procs(job, a, &js);
     if (!err && js.cwd == NULL)
         err = HVD_ENOMEM;
     if (!err)
         err = hvd_jobspec_encode(&js, &f, &len);
-    if (!err)
+    if (!err) {
         a->link->send(a, f, len, 0);
+        a->has_job = 1;
+    }
     hvd_jobspec_close(&js);
     return err;
 }
@@ -143,8 +211,8 @@ static void on_ping(uv_timer_t *t)
 {
     struct hr_agents *g = agents_of(t->data);
     for (int i = 0; i < g->nagents; i++)
-        if (g->agents[i].ssh && g->agents[i].running)
-            send_simple(&g->agents[i], HVD_MSG_PING, PING_SILENCE_MS, 0);
+        if (g->agents[i]->ssh && g->agents[i]->running)
+            send_simple(g->agents[i], HVD_MSG_PING, PING_SILENCE_MS, 0);
 }
 
 /* Horovod's Gloo rendezvous on the rendezvous address, open to the job's
@@ -172,7 +240,7 @@ static int start_gloo(struct hr_job *job, const char *addr)
     if ((rc = hr_gloo_cfg_allow_self(&cfg, err, sizeof(err))) != 0)
         goto out;
     for (int i = 0; i < g->nagents && rc == 0; i++)
-        rc = hr_gloo_cfg_allow_host(&cfg, g->agents[i].name, err, sizeof(err));
+        rc = hr_gloo_cfg_allow_host(&cfg, g->agents[i]->name, err, sizeof(err));
     if (rc == 0)
         rc = hr_gloo_cfg_plan(&cfg, job->plan, job->hosts, err, sizeof(err));
     if (rc == 0)
@@ -212,11 +280,11 @@ static void start_job(struct hr_job *job)
     }
     if (start_gloo(job, addr) != 0)
         return;
-    g->master_port = g->agents[g->stdin_agent].free_port;
+    g->master_port = g->agents[g->stdin_agent]->free_port;
     hvd_log_info("rendezvous server on %s:%d; MASTER_PORT %d", g->rdv.addr,
                  g->rdv.port, g->master_port);
     for (int i = 0; i < g->nagents; i++) {
-        struct hr_agent *a = &g->agents[i];
+        struct hr_agent *a = g->agents[i];
         if ((rc = send_job(job, a)) != 0) {
             hr_job_fail(job, "host %s: cannot send the job: %s", a->name,
                         hr_err_str(rc));
@@ -239,7 +307,7 @@ static void check_preflight(struct hr_job *job)
     if (g->started || job->stopping)
         return;
     for (int i = 0; i < g->nagents; i++)
-        if (!g->agents[i].hello && !g->agents[i].ended)
+        if (!g->agents[i]->hello && !g->agents[i]->ended)
             return;
     if (g->preflight_failed)
         hr_job_stop(job, 0);
@@ -283,7 +351,10 @@ static void handle_hello(struct hr_job *job, struct hr_agent *a,
                      a->gpus);
     }
     hvd_hello_close(&h);
-    check_preflight(job);
+    if (agents_of(job)->el)
+        elastic_hello(job, a);
+    else
+        check_preflight(job);
 }
 
 static int handle_frame(struct hr_job *job, struct hr_agent *a,
@@ -347,8 +418,8 @@ static void agents_pause(struct hr_job *job, int pause)
 {
     struct hr_agents *g = agents_of(job);
     for (int i = 0; i < g->nagents && job->out_paused == pause; i++)
-        if (!g->agents[i].ended)
-            g->agents[i].link->pause(&g->agents[i], pause);
+        if (!g->agents[i]->ended)
+            g->agents[i]->link->pause(g->agents[i], pause);
 }
 
 static void agent_bytes(struct hr_agent *a, const char *buf, size_t n)
@@ -377,9 +448,115 @@ static void agent_sent(struct hr_agent *a)
     hr_job_read_stdin(a->job);
 }
 
+static int agent_index(const struct hr_agents *g, const struct hr_agent *a)
+{
+    for (int i = 0; i < g->nagents; i++)
+        if (g->agents[i] == a)
+            return i;
+    return -1;
+}
+
+/* An elastic job's agent said HELLO: it gets its processes at once. The
+ * first one's free port is torch's MASTER_PORT for the whole job. */
+static void elastic_hello(struct hr_job *job, struct hr_agent *a)
+{
+    struct hr_agents *g = agents_of(job);
+    if (!a->hello || a->has_job || !a->running)
+        return;
+    if (g->master_port == 0)
+        g->master_port = a->free_port;
+    int err = send_job(job, a);
+    if (err != 0) {
+        snprintf(a->failure, sizeof(a->failure), "cannot send the job: %s",
+                 hr_err_str(err));
+        a->link->kill(a, SIGKILL);
+        return;
+    }
+    if (g->stdin_agent >= 0 && g->agents[g->stdin_agent] == a)
+        hr_job_read_stdin(job);
+}
+
+/* An elastic job's agent ended: its processes that did not end (or were
+ * never sent to it) died with it, which the controller takes as their
+ * failure. */
+static void elastic_lost(struct hr_job *job, struct hr_agent *a)
+{
+    int lost = 0;
+    for (int id = 0; id < job->plan->size; id++)
+        lost += job->plan->ranks[id].host == a->host && !job->ranks[id].done;
+    if (lost == 0 || job->stopping)
+        return;
+    if (a->failure[0])
+        hvd_log_warn("host %s: %s", a->name, a->failure);
+    else if (a->term_signal)
+        hvd_log_warn("host %s: hvd-agent was killed by signal %d (%s)", a->name,
+                     a->term_signal, hr_summary_signame(a->term_signal));
+    else
+        hvd_log_warn("host %s: hvd-agent exited with status %lld", a->name,
+                     (long long)a->status);
+    for (int id = 0; id < job->plan->size; id++)
+        if (job->plan->ranks[id].host == a->host && !job->ranks[id].done)
+            hr_job_rank_done(job, (uint32_t)id, HVD_EXIT_SIGNAL, SIGKILL);
+}
+
+void hr_agents_run_host(struct hr_job *job, int h)
+{
+    struct hr_agents *g = agents_of(job);
+    struct hr_agent *a = NULL;
+    for (int i = 0; i < g->nagents; i++)
+        if (g->agents[i]->host == h && !g->agents[i]->ended)
+            a = g->agents[i];
+    if (a != NULL) {
+        /* A new agent gets them with its JOB once it says HELLO. */
+        int err = a->has_job ? send_more(job, a) : 0;
+        if (err != 0) {
+            snprintf(a->failure, sizeof(a->failure),
+                     "cannot send new ranks: %s", hr_err_str(err));
+            a->link->kill(a, SIGKILL);
+        }
+        return;
+    }
+    if (add_agent(job, h, &a) != 0) {
+        for (int id = 0; id < job->plan->size; id++)
+            if (job->plan->ranks[id].host == h && !job->ranks[id].done)
+                hr_job_rank_done(job, (uint32_t)id, HVD_EXIT_SIGNAL, SIGKILL);
+        return;
+    }
+    /* Processes of an agent of this host that ended before were looked
+     * at by that one. */
+    for (int i = 0; i < g->nagents; i++)
+        if (g->agents[i]->host == h && g->agents[i]->sent_to > a->sent_to)
+            a->sent_to = g->agents[i]->sent_to;
+    if (a->link->start(a) != 0) {
+        a->ended = 1;
+        g->agents_left--;
+        elastic_lost(job, a);
+    }
+}
+
+void hr_agents_kill(struct hr_job *job, int id, int now)
+{
+    struct hr_agents *g = agents_of(job);
+    int h = job->plan->ranks[id].host;
+    for (int i = 0; i < g->nagents; i++) {
+        struct hr_agent *a = g->agents[i];
+        if (a->host != h || a->ended)
+            continue;
+        uint8_t *f;
+        size_t len;
+        if (a->has_job && (uint32_t)id < a->sent_to &&
+            hvd_kill_encode((uint32_t)id, (uint8_t)now, &f, &len) == 0)
+            a->link->send(a, f, len, 0);
+    }
+}
+
 /* Whether a rank-less failure of this agent ends the job. */
 static void agent_lost(struct hr_job *job, struct hr_agent *a)
 {
+    if (agents_of(job)->el) {
+        elastic_lost(job, a);
+        return;
+    }
     int lost = 0;
     for (int r = 0; r < job->plan->size; r++)
         if (job->plan->ranks[r].host == a->host && !job->ranks[r].done)
@@ -423,7 +600,7 @@ static void agent_ended(struct hr_agent *a)
     } else {
         agent_lost(job, a);
     }
-    if (--g->agents_left == 0)
+    if (--g->agents_left == 0 && (!g->el || hr_elastic_over(g->el)))
         hr_job_ended(job);
 }
 
@@ -439,7 +616,7 @@ static const struct hr_link_cb agent_cb = {
 static void agents_write_stdin(struct hr_job *job, const char *buf, size_t n)
 {
     struct hr_agents *g = agents_of(job);
-    struct hr_agent *a = &g->agents[g->stdin_agent];
+    struct hr_agent *a = g->agents[g->stdin_agent];
     struct hvd_wbuf w;
     uint8_t *f;
     size_t len;
@@ -454,7 +631,7 @@ static void on_start_timeout(uv_timer_t *t)
     struct hr_job *job = t->data;
     struct hr_agents *g = agents_of(job);
     for (int i = 0; i < g->nagents; i++) {
-        struct hr_agent *a = &g->agents[i];
+        struct hr_agent *a = g->agents[i];
         if (!a->hello && a->failure[0] == '\0')
             snprintf(a->failure, sizeof(a->failure),
                      "timed out after %g s while %s (--start-timeout)",
@@ -469,12 +646,14 @@ static void on_start_timeout(uv_timer_t *t)
 static int agents_failure(struct hr_job *job)
 {
     struct hr_agents *g = agents_of(job);
+    if (g->el)
+        return hr_elastic_failure(g->el);
     if (!g->preflight_failed || g->started)
         return -1;
     for (int i = 0; i < g->nagents; i++)
-        if (g->agents[i].failure[0])
-            hvd_log_error("host %s: %s", g->agents[i].name,
-                          g->agents[i].failure);
+        if (g->agents[i]->failure[0])
+            hvd_log_error("host %s: %s", g->agents[i]->name,
+                          g->agents[i]->failure);
     return HR_EXIT_PREFLIGHT;
 }
 
@@ -498,26 +677,18 @@ static int rdv_addr(struct hr_job *job, char *out, size_t len)
         return hr_net_if_addr(first, out, len);
     }
     for (int i = 0; i < g->nagents; i++)
-        if (g->agents[i].ssh)
-            return hr_ssh_local_addr(g->agents[i].ssh, out, len);
+        if (g->agents[i]->ssh)
+            return hr_ssh_local_addr(g->agents[i]->ssh, out, len);
     for (int i = 0; i < g->nagents; i++)
-        if (g->agents[i].argv.n)
-            return hr_net_route_addr(g->agents[i].name, out, len);
+        if (g->agents[i]->argv.n)
+            return hr_net_route_addr(g->agents[i]->name, out, len);
     snprintf(out, len, "127.0.0.1");
     return 0;
 }
 
-/* srun and the hvd-agent it starts, found once for all the Slurm hosts. */
-struct srun_paths {
-    int found;
-    char srun[PATH_MAX];
-    char here[PATH_MAX];
-    const char *agent;
-};
-
 /* Finds srun on PATH and the agent, at the first host that needs them.
  * Returns 0, or HVD_EINVAL once it printed why. */
-static int srun_find(const struct hr_opts *o, struct srun_paths *sp)
+static int srun_find(const struct hr_opts *o, struct hr_srun_paths *sp)
 {
     if (sp->found)
         return 0;
@@ -537,66 +708,114 @@ static int srun_find(const struct hr_opts *o, struct srun_paths *sp)
     return 0;
 }
 
-/* One agent per host that has ranks: how each is reached. 0, or
- * horovodrun's exit code once it said why. */
-static int add_agents(struct hr_job *job)
+/* Adds the agent of host h (index in job->hosts) and says how it is
+ * reached; it is started by its link's start. 0, or horovodrun's exit
+ * code once it said why. */
+static int add_agent(struct hr_job *job, int h, struct hr_agent **out)
 {
     const struct hr_opts *o = job->opts;
-    const struct hvd_hostlist *hosts = job->hosts;
     struct hr_agents *g = agents_of(job);
-    struct srun_paths sp = {0};
     const struct hr_ssh_cfg ssh_cfg = {
         .port = o->ssh_port,
         .identity_file = o->identity_file,
         .agent_path = o->agent_path,
         .accept_new = o->ssh_accept_new,
     };
+    struct hr_agent *a = calloc(1, sizeof(*a));
 
-    g->agents = calloc(hosts->n, sizeof(*g->agents));
-    if (g->agents == NULL) {
-        hvd_log_error("out of memory for %d ranks", job->plan->size);
+    if (a == NULL || (g->nagents == g->cap && grow_agents(g) != 0)) {
+        free(a);
+        hvd_log_error("out of memory for host %s", job->hosts->hosts[h].name);
         return HR_EXIT_INTERNAL;
     }
-    for (size_t h = 0; h < hosts->n; h++) {
-        int n = hvd_plan_host_ranks(job->plan, (int)h);
-        if (n == 0)
-            continue;
-        struct hr_agent *a = &g->agents[g->nagents];
-        a->job = job;
-        a->loop = job->loop;
-        a->link = &hr_link_pipes;
-        a->cb = &agent_cb;
-        a->host = (int)h;
-        a->name = hosts->hosts[h].name;
-        a->nranks = (uint32_t)n;
-        hvd_frame_reader_init(&a->reader, HVD_FRAME_MAX);
-        hvd_strvec_init(&a->argv);
-        int rc = 0;
-        if (!hr_host_is_local(a->name)) {
-            if (o->launcher == HR_LAUNCH_SLURM) {
-                /* Found once, and only when a host needs srun. */
-                if ((rc = srun_find(o, &sp)) == 0)
-                    rc = hr_srun_argv(&a->argv, sp.srun, a->name, sp.agent);
-            } else {
-                a->link = &hr_link_ssh;
-                if ((a->ssh = hr_ssh_new(a, &ssh_cfg)) == NULL)
-                    rc = HVD_ENOMEM;
-            }
-            if (rc == HVD_ENOMEM)
-                hvd_log_error("out of memory");
-            if (rc != 0) {
-                /* Not counted in nagents: the cleanup never sees it. */
-                hvd_frame_reader_close(&a->reader);
-                hvd_strvec_close(&a->argv);
-                return rc == HVD_ENOMEM ? HR_EXIT_INTERNAL : HR_EXIT_USAGE;
-            }
-            g->remote = 1;
+    a->job = job;
+    a->loop = job->loop;
+    a->link = &hr_link_pipes;
+    a->cb = &agent_cb;
+    a->host = h;
+    a->name = job->hosts->hosts[h].name;
+    a->nranks = (uint32_t)hvd_plan_host_ranks(job->plan, h);
+    hvd_frame_reader_init(&a->reader, HVD_FRAME_MAX);
+    hvd_strvec_init(&a->argv);
+    int rc = 0;
+    if (!hr_host_is_local(a->name)) {
+        if (o->launcher == HR_LAUNCH_SLURM) {
+            /* Found once, and only when a host needs srun. */
+            if ((rc = srun_find(o, &g->srun)) == 0)
+                rc = hr_srun_argv(&a->argv, g->srun.srun, a->name,
+                                  g->srun.agent);
+        } else {
+            a->link = &hr_link_ssh;
+            if ((a->ssh = hr_ssh_new(a, &ssh_cfg)) == NULL)
+                rc = HVD_ENOMEM;
         }
-        if ((int)h == job->plan->ranks[0].host)
-            g->stdin_agent = g->nagents;
-        g->nagents++;
+        if (rc == HVD_ENOMEM)
+            hvd_log_error("out of memory");
+        if (rc != 0) {
+            /* Not counted in nagents: the cleanup never sees it. */
+            hvd_frame_reader_close(&a->reader);
+            hvd_strvec_close(&a->argv);
+            free(a);
+            return rc == HVD_ENOMEM ? HR_EXIT_INTERNAL : HR_EXIT_USAGE;
+        }
+        g->remote = 1;
     }
-    g->agents_left = g->nagents;
+    g->agents[g->nagents++] = a;
+    g->agents_left++;
+    *out = a;
+    return 0;
+}
+
+/* One agent per host that has ranks. 0, or horovodrun's exit code once
+ * it said why. */
+static int add_agents(struct hr_job *job)
+{
+    struct hr_agents *g = agents_of(job);
+    for (size_t h = 0; h < job->hosts->n; h++) {
+        struct hr_agent *a;
+        int rc;
+        if (hvd_plan_host_ranks(job->plan, (int)h) == 0)
+            continue;
+        if ((rc = add_agent(job, (int)h, &a)) != 0)
+            return rc;
+        if ((int)h == job->plan->ranks[0].host)
+            g->stdin_agent = g->nagents - 1;
+    }
+    return 0;
+}
+
+int hr_agents_rdv(struct hr_job *job)
+{
+    struct hr_agents *g = agents_of(job);
+    char addr[64];
+    int rc = 0;
+    if (g->rdv.listening)
+        return 0;
+    if (job->opts->rendezvous_addr || job->opts->network_interfaces) {
+        rc = rdv_addr(job, addr, sizeof(addr));
+    } else {
+        /* Before any agent runs: this host's address on the route to the
+         * first remote host, or loopback. */
+        snprintf(addr, sizeof(addr), "127.0.0.1");
+        for (size_t h = 0; h < job->hosts->n && rc == 0; h++)
+            if (!hr_host_is_local(job->hosts->hosts[h].name)) {
+                g->remote = 1;
+                rc = hr_net_route_addr(job->hosts->hosts[h].name, addr,
+                                       sizeof(addr));
+                break;
+            }
+    }
+    if (rc == 0)
+        rc = hr_rdv_start(&g->rdv, job->loop, g->remote, addr, g->secret, 0,
+                          job->opts->start_timeout);
+    if (rc != 0) {
+        hvd_log_error("cannot start the rendezvous server on %s: %s", addr,
+                      rc < 0 ? uv_strerror(rc) : "no such address");
+        return HR_EXIT_INTERNAL;
+    }
+    hr_net_addr_if(addr, g->gloo_iface, sizeof(g->gloo_iface));
+    hvd_log_info("rendezvous server on %s:%d (elastic)", g->rdv.addr,
+                 g->rdv.port);
     return 0;
 }
 
@@ -610,6 +829,8 @@ static int agents_start(struct hr_job *job)
         hvd_log_error("cannot get the working directory: %s", strerror(errno));
         return HR_EXIT_INTERNAL;
     }
+    if (job->opts->elastic && (rc = hr_elastic_start(job)) != 0)
+        return rc;
     if ((rc = hr_job_open(job)) != 0)
         return rc;
     if (hvd_secret_new(g->secret) != 0) {
@@ -618,6 +839,16 @@ static int agents_start(struct hr_job *job)
         return HR_EXIT_INTERNAL;
     }
     hvd_hex_encode(g->secret, sizeof(g->secret), g->secret_hex);
+    if (job->opts->elastic) {
+        /* No pre-flight: hosts come and go; each agent gets its part when
+         * it says HELLO. */
+        uv_timer_init(job->loop, &g->start_timer);
+        uv_timer_init(job->loop, &g->ping_timer);
+        g->start_timer.data = g->ping_timer.data = job;
+        g->started = 1;
+        uv_timer_start(&g->ping_timer, on_ping, PING_EVERY_MS, PING_EVERY_MS);
+        return hr_elastic_go(job);
+    }
     if ((rc = add_agents(job)) != 0)
         return rc;
 
@@ -628,7 +859,7 @@ static int agents_start(struct hr_job *job)
                    (uint64_t)(job->opts->start_timeout * 1000), 0);
     hr_startup_start(job);
     for (int i = 0; i < g->nagents; i++) {
-        struct hr_agent *a = &g->agents[i];
+        struct hr_agent *a = g->agents[i];
         if (a->link->start(a) != 0) {
             a->ended = 1;
             g->agents_left--;
@@ -650,6 +881,7 @@ static void agents_close(struct hr_job *job)
                      "queued (pausing the agents at %u)",
                      (unsigned long long)job->out.written, job->out.peak,
                      HR_OUTPUT_HIGH);
+    hr_elastic_close(g->el);
     hr_rdv_close(&g->rdv);
     hr_gloo_store_close(g->gloo);
 }
@@ -658,12 +890,14 @@ static void agents_free(struct hr_job *job)
 {
     struct hr_agents *g = agents_of(job);
     for (int i = 0; i < g->nagents; i++) {
-        hvd_frame_reader_close(&g->agents[i].reader);
-        hr_ssh_free(g->agents[i].ssh);
-        hvd_strvec_close(&g->agents[i].argv);
+        hvd_frame_reader_close(&g->agents[i]->reader);
+        hr_ssh_free(g->agents[i]->ssh);
+        hvd_strvec_close(&g->agents[i]->argv);
+        free(g->agents[i]);
     }
     memset(g->secret, 0, sizeof(g->secret));
     free(g->agents);
+    hr_elastic_free(g->el);
 }
 
 const struct hr_launch_ops hr_launch_agents = {

@@ -2,6 +2,7 @@
 #ifndef HR_LAUNCH_AGENTS_H
 #define HR_LAUNCH_AGENTS_H
 
+#include <limits.h>
 #include <stdint.h>
 #include <uv.h>
 
@@ -10,11 +11,21 @@
 #include "launcher/link/link.h"
 
 struct hr_gloo_store;
+struct hr_elastic;
+struct hr_job;
+
+/* srun and the hvd-agent it starts, found once for all the Slurm hosts. */
+struct hr_srun_paths {
+    int found;
+    char srun[PATH_MAX];
+    char here[PATH_MAX];
+    const char *agent;
+};
 
 /* The agents launch's state (job->launch of hr_launch_agents). */
 struct hr_agents {
-    struct hr_agent *agents;
-    int nagents;
+    struct hr_agent **agents; /* each allocated on its own: links keep it */
+    int nagents, cap;
     int agents_left; /* agents not ended */
     int remote;      /* some agents are remote */
     int started;     /* pre-flight passed, JOB sent */
@@ -31,6 +42,27 @@ struct hr_agents {
     uint8_t secret[HVD_SECRET_LEN];
     char secret_hex[2 * HVD_SECRET_LEN + 1];
     int stdin_agent; /* agent that hosts rank 0, or -1 */
+    struct hr_srun_paths srun;
+    /* An elastic job's controller (elastic.h); NULL in a fixed job. In an
+     * elastic job the "ranks" of the agent protocol and of job->plan are
+     * processes, each with its own id. */
+    struct hr_elastic *el;
 };
+
+/*
+ * Elastic jobs (elastic.c). Host h (index in job->hosts) runs the
+ * processes job->plan places there: its agent is started unless it runs,
+ * and the processes it has not been sent go with its JOB, or at once in a
+ * RANKS message when it already has its job. A host that cannot take them
+ * reports them failed (hr_job_rank_done).
+ */
+void hr_agents_run_host(struct hr_job *job, int h);
+/* Starts the rendezvous server of an elastic job (once; it serves every
+ * generation), on an address that the hosts known so far reach. 0, or
+ * horovodrun's exit code once it said why. */
+int hr_agents_rdv(struct hr_job *job);
+/* Stops process id: SIGTERM and SIGKILL after the kill grace, or SIGKILL
+ * now. */
+void hr_agents_kill(struct hr_job *job, int id, int now);
 
 #endif

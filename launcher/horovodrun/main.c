@@ -41,13 +41,10 @@ int main(int argc, char **argv)
         goto out;
     }
     hvd_log_init("horovodrun", o.verbose);
-    /* ELASTIC-REFUSAL: the elastic options are parsed and checked (o.min_np
-     * and the rest), but no controller runs them yet. Delete this block
-     * when one does. */
-    if (o.elastic) {
-        hvd_log_error("elastic training: this horovodrun checks the elastic "
-                      "options but cannot run elastic jobs yet; run a "
-                      "fixed-size job with -np");
+    if (o.elastic && (o.detach || o.output_ranks)) {
+        hvd_log_error("%s does not work with an elastic job yet; leave it "
+                      "out",
+                      o.detach ? "--detach" : "--output-ranks");
         rc = HR_EXIT_USAGE;
         goto out;
     }

@@ -68,19 +68,17 @@ static void init_sink(struct hr_output *o, struct hr_sink *s, int fd)
     s->work.data = s;
 }
 
-static int open_files(struct hr_output *o, const char *dir, char *err,
-                      size_t errlen)
+/* Opens the files of ranks first to size-1. */
+static int open_files(struct hr_output *o, int first, char *err, size_t errlen)
 {
     const struct hvd_plan *p = o->plan;
-    int width = snprintf(NULL, 0, "%d", p->size - 1);
+    const char *dir = o->dir;
     char path[4096];
 
-    o->files = malloc((size_t)p->size * sizeof(*o->files));
-    if (o->files == NULL)
-        return HVD_ENOMEM;
-    for (int r = 0; r < p->size; r++)
+    int width = o->width;
+    for (int r = first; r < p->size; r++)
         o->files[r][0] = o->files[r][1] = -1;
-    for (int r = 0; r < p->size; r++) {
+    for (int r = first; r < p->size; r++) {
         snprintf(path, sizeof(path), "%s/rank.%0*d", dir, width, r);
         if (mkdir_p(path) != 0) {
             snprintf(err, errlen, "cannot create output directory '%s': %s",
@@ -118,15 +116,52 @@ int hr_output_init(struct hr_output *o, uv_loop_t *loop,
      * the order in which they arrived. */
     o->sink[1] =
         same_file(STDOUT_FILENO, STDERR_FILENO) ? &o->sinks[0] : &o->sinks[1];
-    o->prefix = calloc((size_t)p->size, sizeof(*o->prefix));
+    /* An elastic job starts with no process; -np sizes the rank folders'
+     * names. */
+    o->prefix = calloc(p->size > 0 ? (size_t)p->size : 1, sizeof(*o->prefix));
     if (o->prefix == NULL)
         return HVD_ENOMEM;
+    o->cap = p->size;
     o->timestamp = opts->prefix_timestamp;
     int rc = hr_output_terminal(o, !opts->no_tty_status, opts->color,
                                 opts->output_ranks, err, errlen);
     if (rc != 0 || opts->output_dir == NULL)
         return rc;
-    return open_files(o, opts->output_dir, err, errlen);
+    o->dir = opts->output_dir;
+    int np = p->size > opts->np ? p->size : opts->np;
+    o->width = snprintf(NULL, 0, "%d", np > 1 ? np - 1 : 0);
+    o->files = malloc(p->size > 0 ? (size_t)p->size * sizeof(*o->files) : 1);
+    if (o->files == NULL)
+        return HVD_ENOMEM;
+    return open_files(o, 0, err, errlen);
+}
+
+int hr_output_grow(struct hr_output *o, char *err, size_t errlen)
+{
+    int old = o->cap, n = o->plan->size;
+    if (n <= old)
+        return 0;
+    struct hr_prefix *x = realloc(o->prefix, (size_t)n * sizeof(*x));
+    if (x == NULL)
+        return HVD_ENOMEM;
+    o->prefix = x;
+    if (o->live) {
+        struct hr_live *l = realloc(o->live, 2 * (size_t)n * sizeof(*l));
+        if (l == NULL)
+            return HVD_ENOMEM;
+        memset(l + 2 * old, 0, 2 * (size_t)(n - old) * sizeof(*l));
+        o->live = l;
+    }
+    if (o->files) {
+        int(*f)[2] = realloc(o->files, (size_t)n * sizeof(*f));
+        if (f == NULL)
+            return HVD_ENOMEM;
+        o->files = f;
+    }
+    o->cap = n;
+    for (int r = old; r < n; r++)
+        hr_output_relabel(o, (uint32_t)r, o->plan->ranks[r].local_rank);
+    return o->files ? open_files(o, old, err, errlen) : 0;
 }
 
 static void free_chunks(struct hr_chunk *c)
@@ -165,7 +200,7 @@ void hr_output_close(struct hr_output *o)
     o->nspare = 0;
     free(o->prefix);
     o->prefix = NULL;
-    for (int i = 0; o->live && i < 2 * o->plan->size; i++)
+    for (int i = 0; o->live && i < 2 * o->cap; i++)
         free(o->live[i].text);
     free(o->live);
     free(o->show);
@@ -175,7 +210,7 @@ void hr_output_close(struct hr_output *o)
     o->start_line = NULL;
     if (o->files == NULL)
         return;
-    for (int r = 0; r < o->plan->size; r++)
+    for (int r = 0; r < o->cap; r++)
         for (int k = 0; k < 2; k++)
             if (o->files[r][k] >= 0)
                 close(o->files[r][k]);
@@ -488,21 +523,23 @@ void hr_output_commit(struct hr_output *o, uint32_t rank, int k,
 void hr_output_line(struct hr_output *o, uint32_t rank, int stream, int term,
                     const char *text, size_t len)
 {
-    if (rank >= (uint32_t)o->plan->size)
+    if (rank >= (uint32_t)o->cap)
         return;
+    /* In an elastic job rank is a process, whose rank may change. */
+    int now = o->plan->ranks[rank].rank;
     if (o->tap)
         o->tap(o->tap_arg, rank, stream, term, text, len);
     int k = stream == HVD_STREAM_STDERR;
     if (o->files && term != HVD_TERM_PREVIEW) {
         static const char *ends[] = {"", "\n", "\r", "\n"};
         const char *end = ends[term & 3];
-        file_line(o, o->files[rank][k], text, len, end, strlen(end));
+        file_line(o, o->files[now][k], text, len, end, strlen(end));
     }
     if (!o->started && o->status && term != HVD_TERM_PREVIEW) {
         o->started = 1;
         hr_output_start_line(o, NULL);
     }
-    if (o->sink[k]->broken || (o->show && !o->show[rank]))
+    if (o->sink[k]->broken || (o->show && (now >= o->nshow || !o->show[now])))
         return;
     if (o->status)
         hr_output_live(o, rank, k, term, text, len);
@@ -521,16 +558,16 @@ void hr_output_raw(struct hr_output *o, int stream, const char *text,
 void hr_output_relabel(struct hr_output *o, uint32_t rank, int local_rank)
 {
     static const char *names[2] = {"stdout", "stderr"};
-    if (rank >= (uint32_t)o->plan->size)
+    if (rank >= (uint32_t)o->cap)
         return;
+    int now = o->plan->ranks[rank].rank;
     for (int k = 0; k < 2; k++) {
         struct hr_prefix *x = &o->prefix[rank];
         const struct hr_tty *t = &o->sink[k]->tty;
-        const char *on = t->color ? t->fg[rank % HR_TTY_COLORS] : "";
-        int cols =
-            snprintf(NULL, 0, "[%u,%d]<%s>:", rank, local_rank, names[k]);
-        int n = snprintf(x->text[k], sizeof(x->text[k]), "%s[%u,%d]<%s>:%s", on,
-                         rank, local_rank, names[k], t->color ? t->reset : "");
+        const char *on = t->color ? t->fg[now % HR_TTY_COLORS] : "";
+        int cols = snprintf(NULL, 0, "[%d,%d]<%s>:", now, local_rank, names[k]);
+        int n = snprintf(x->text[k], sizeof(x->text[k]), "%s[%d,%d]<%s>:%s", on,
+                         now, local_rank, names[k], t->color ? t->reset : "");
         x->len[k] = (uint8_t)n;
         x->cols[k] = (uint8_t)cols;
     }

@@ -89,9 +89,17 @@ struct hr_output {
     int paused;              /* the owner was told to stop reading */
     struct hr_chunk *spare;  /* freed chunks kept for reuse */
     int nspare;
+    /* The ranks: in an elastic job one entry per process, whose .rank is
+     * the rank it has now (or had last); the arrays below have cap
+     * entries, grown with hr_output_grow. */
     const struct hvd_plan *plan;
-    struct hr_prefix *prefix; /* per rank */
-    int (*files)[2];          /* per rank stdout, stderr; NULL without a dir */
+    int cap;
+    struct hr_prefix *prefix; /* per rank (process) */
+    /* per rank stdout, stderr; NULL without a dir, whose name is dir and
+     * whose rank folders' numbers are width digits wide */
+    int (*files)[2];
+    const char *dir;
+    int width;
     /* File output gathered during a batch of lines, written at the flush:
      * one write per rank and batch instead of one per line. */
     char *stage;
@@ -110,6 +118,7 @@ struct hr_output {
     int status;           /* progress lines drawn in place or rate-limited */
     struct hr_live *live; /* per rank and stream: [2 * rank + stream] */
     unsigned char *show;  /* per rank: shown on the terminal; NULL: all */
+    int nshow;            /* its entries (ranks above are not shown) */
     char *start_line;     /* horovodrun's start-up progress, or NULL */
     int started;          /* the ranks' output began: no more of it */
     uv_timer_t timer;     /* the next redraw or held-back progress line */
@@ -150,6 +159,10 @@ int hr_output_init(struct hr_output *o, uv_loop_t *loop,
  */
 int hr_output_terminal(struct hr_output *o, int status, int color,
                        const char *ranks, char *err, size_t errlen);
+/* The plan grew (an elastic job started processes): the arrays follow,
+ * and the new ranks' files are opened. 0, HVD_ENOMEM, or HVD_EIO with err
+ * set. */
+int hr_output_grow(struct hr_output *o, char *err, size_t errlen);
 /* horovodrun's start-up progress ("3/4 ranks connected ..."), drawn as
  * the first row of the block until text is NULL or the first rank line
  * comes; nothing unless stderr's terminal draws the block. */
@@ -176,8 +189,9 @@ void hr_output_line(struct hr_output *o, uint32_t rank, int stream, int term,
  * prefix (messages of mpirun itself under --mpi). */
 void hr_output_raw(struct hr_output *o, int stream, const char *text,
                    size_t len);
-/* Rank's prefix names local_rank from now on (under --mpi, where mpirun's
- * placement is what counts). */
+/* Rank's prefix names the plan's rank for it and local_rank from now on
+ * (under --mpi, where mpirun's placement is what counts; in an elastic
+ * job, after a reset). */
 void hr_output_relabel(struct hr_output *o, uint32_t rank, int local_rank);
 /* Writes the batch's file output and starts writing what was queued for
  * the terminal (call after a batch of lines). */

@@ -42,6 +42,7 @@ int hr_output_terminal(struct hr_output *o, int status, int color,
             return HVD_ENOMEM;
         if (hr_ranklist_parse(ranks, size, o->show, err, errlen) != 0)
             return HVD_EINVAL;
+        o->nshow = size;
     }
     if (!status && color == HR_COLOR_AUTO)
         color = HR_COLOR_NEVER;
@@ -51,7 +52,7 @@ int hr_output_terminal(struct hr_output *o, int status, int color,
         hr_output_relabel(o, (uint32_t)r, o->plan->ranks[r].local_rank);
     if (!status)
         return 0;
-    o->live = calloc(2 * (size_t)size, sizeof(*o->live));
+    o->live = calloc(size > 0 ? 2 * (size_t)size : 1, sizeof(*o->live));
     if (o->live == NULL || uv_timer_init(o->loop, &o->timer) != 0)
         return HVD_ENOMEM;
     o->timer.data = o;
@@ -189,7 +190,7 @@ static void draw(struct hr_output *o, struct hr_sink *s)
     hr_tty_size(&s->tty, &cols, &lines);
     int max = lines - 1 < HR_OUTPUT_ROWS ? lines - 1 : HR_OUTPUT_ROWS;
     int want = 0, start = o->start_line != NULL && s == o->sink[1];
-    for (int i = 0; i < 2 * o->plan->size; i++)
+    for (int i = 0; i < 2 * o->cap; i++)
         want += o->live[i].len > 0 && o->sink[i & 1] == s;
     want += start;
     size_t cap = (size_t)(max > 0 ? max : 1) * (size_t)(cols + 128) + 256;
@@ -206,7 +207,7 @@ static void draw(struct hr_output *o, struct hr_sink *s)
                 cols);
         rows++;
     }
-    for (int i = 0; i < 2 * o->plan->size && rows < max; i++) {
+    for (int i = 0; i < 2 * o->cap && rows < max; i++) {
         const struct hr_live *l = &o->live[i];
         if (l->len == 0 || o->sink[i & 1] != s)
             continue;
@@ -243,7 +244,7 @@ void hr_output_live_flush(struct hr_output *o)
         else
             draw(o, s);
     }
-    for (int i = 0; i < 2 * o->plan->size; i++) {
+    for (int i = 0; i < 2 * o->cap; i++) {
         struct hr_live *l = &o->live[i];
         if (!l->waiting)
             continue;
@@ -275,7 +276,7 @@ void hr_output_end(struct hr_output *o)
         return;
     free(o->start_line);
     o->start_line = NULL;
-    for (int i = 0; i < 2 * o->plan->size; i++) {
+    for (int i = 0; i < 2 * o->cap; i++) {
         release(o, (uint32_t)(i / 2), i & 1);
         o->live[i].len = 0;
     }

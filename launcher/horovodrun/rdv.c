@@ -42,7 +42,7 @@ struct hr_rdv_conn {
      * reach it. */
     char *host, *addr;
     uint32_t port;
-    unsigned gen;                      /* the generation it joined */
+    unsigned gen; /* the generation it joined */
     int closing;
     uint64_t deadline; /* loop time by which it must register */
     char from[80];     /* peer address for messages */
@@ -169,7 +169,8 @@ static void refuse(struct hr_rdv_conn *c, int code, const char *why)
 
 /* Tells every other registered rank that rank failed (first report wins:
  * later ones are consequences). */
-static void broadcast_abort(struct hr_rdv *r, int rank, const char *msg)
+static void broadcast_abort(struct hr_rdv *r, const struct hr_rdv_conn *from,
+                            int rank, const char *msg)
 {
     if (r->aborted)
         return;
@@ -178,11 +179,21 @@ static void broadcast_abort(struct hr_rdv *r, int rank, const char *msg)
         struct hr_rdv_conn *c = r->ranks[i];
         /* An elastic process that joined the generation forming has left
          * the old one's collectives: the failure is not its. */
-        if (c == NULL || i == rank ||
+        if (c == NULL || c == from ||
             (r->size == 0 && r->forming && c->gen == r->gen))
             continue;
         send_note(c, HVD_RDV_ABORT, rank, msg);
     }
+}
+
+/* The rank of id in the plan of the generation formed or forming, or -1:
+ * in an elastic job, a process that horovodrun is stopping. */
+static int plan_rank(const struct hr_rdv *r, int id)
+{
+    for (int i = 0; i < r->plan_n; i++)
+        if (r->plan_ids[i] == id)
+            return i;
+    return -1;
 }
 
 /* Whether id has registered in the generation forming. */
@@ -217,10 +228,9 @@ static void send_peers(struct hr_rdv *r)
         uint8_t *f;
         size_t len;
         struct hr_rdv_conn *c = r->ranks[r->plan_ids[i]];
-        if (r->size == 0 &&
-            hvd_rdv_assign_encode(&r->plan_assign[i], r->secret,
-                                  sizeof(r->secret), c->rank_nonce, &f,
-                                  &len) == 0)
+        if (r->size == 0 && hvd_rdv_assign_encode(&r->plan_assign[i], r->secret,
+                                                  sizeof(r->secret),
+                                                  c->rank_nonce, &f, &len) == 0)
             send_frame(c, f, len);
         if (hvd_rdv_peers_encode(&table, r->secret, sizeof(r->secret),
                                  c->rank_nonce, &f, &len) == 0)
@@ -358,8 +368,8 @@ static void handle_register(struct hr_rdv_conn *c, const struct hvd_frame *f)
     if (r->size == 0 ? m.rank >= (uint32_t)r->cap
                      : m.size != (uint32_t)r->size || m.rank >= m.size) {
         if (r->size == 0)
-            snprintf(why, sizeof(why),
-                     "process %u is not one this job started", m.rank);
+            snprintf(why, sizeof(why), "process %u is not one this job started",
+                     m.rank);
         else
             snprintf(why, sizeof(why),
                      "rank %u of %u does not fit this job of %d", m.rank,
@@ -424,7 +434,7 @@ static void handle_frame(struct hr_rdv_conn *c, const struct hvd_frame *f)
         int32_t rank;
         char *msg;
         if (hvd_rdv_note_decode(f->payload, f->len, &rank, &msg) == 0) {
-            broadcast_abort(r, rank, msg);
+            broadcast_abort(r, c, rank, msg);
             free(msg);
         }
     }
@@ -437,11 +447,14 @@ static void rank_lost(struct hr_rdv_conn *c)
     if (r->forming && c->gen == r->gen) {
         /* It left during start-up: its slot is free again. */
         r->joined--;
-    } else {
+    } else if (plan_rank(r, c->rank) >= 0) {
+        /* Not one horovodrun is stopping after a reset: its peers must
+         * hear of it. */
         char msg[256];
-        snprintf(msg, sizeof(msg), "%s %d (host %s) disconnected",
-                 r->size ? "rank" : "process", c->rank, c->host);
-        broadcast_abort(r, c->rank, msg);
+        int rank = plan_rank(r, c->rank);
+        snprintf(msg, sizeof(msg), "rank %d (host %s) disconnected", rank,
+                 c->host);
+        broadcast_abort(r, c, rank, msg);
     }
     close_conn(c);
 }
@@ -670,8 +683,7 @@ int hr_rdv_form(struct hr_rdv *r, const int *ids,
     return 0;
 }
 
-void hr_rdv_notify_hosts(struct hr_rdv *r, uint64_t timestamp,
-                         uint8_t changes)
+void hr_rdv_notify_hosts(struct hr_rdv *r, uint64_t timestamp, uint8_t changes)
 {
     for (int i = 0; i < r->cap; i++) {
         uint8_t *f;

@@ -91,8 +91,7 @@ int hr_rdv_form(struct hr_rdv *r, const int *ids,
 /* Whether process id has registered in the generation forming. */
 int hr_rdv_registered(const struct hr_rdv *r, int id);
 /* Elastic: a notice of host changes to every registered process. */
-void hr_rdv_notify_hosts(struct hr_rdv *r, uint64_t timestamp,
-                         uint8_t changes);
+void hr_rdv_notify_hosts(struct hr_rdv *r, uint64_t timestamp, uint8_t changes);
 void hr_rdv_close(struct hr_rdv *r);
 
 #endif

@@ -70,14 +70,14 @@ void hr_startup_text(const struct hr_job *job, char *buf, size_t len)
     buf[0] = '\0';
     int ready = 0;
     for (int i = 0; i < g->nagents; i++)
-        ready += g->agents[i].hello;
+        ready += g->agents[i]->hello;
     if (!g->started) {
         add(&t, "horovodrun: %d/%d hosts ready; waiting for", ready,
             g->nagents);
         int named = 0;
         for (int i = 0; i < g->nagents; i++)
-            if (!g->agents[i].hello && named++ < MAX_NAMED)
-                add(&t, "%s %s", named > 1 ? "," : "", g->agents[i].name);
+            if (!g->agents[i]->hello && named++ < MAX_NAMED)
+                add(&t, "%s %s", named > 1 ? "," : "", g->agents[i]->name);
         if (named > MAX_NAMED)
             add(&t, " and %d more", named - MAX_NAMED);
         return;
@@ -90,12 +90,12 @@ void hr_startup_text(const struct hr_job *job, char *buf, size_t len)
     add(&t, "horovodrun: %d/%d ranks connected; waiting for", have, size);
     int named = 0;
     for (int i = 0; i < g->nagents; i++) {
-        int host = g->agents[i].host, waits = 0;
+        int host = g->agents[i]->host, waits = 0;
         for (int r = 0; r < size && !waits; r++)
             waits = job->plan->ranks[r].host == host && !connected(job, r);
         if (!waits || named++ >= MAX_NAMED)
             continue;
-        add(&t, "%s %s", named > 1 ? "," : "", g->agents[i].name);
+        add(&t, "%s %s", named > 1 ? "," : "", g->agents[i]->name);
         missing_ranks(job, host, &t);
     }
     if (named > MAX_NAMED)

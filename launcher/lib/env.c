@@ -114,7 +114,14 @@ int hvd_env_contract(struct hvd_strvec *env, const struct hvd_plan *p,
         .cross_size = s->cross_size,
         .host = hl->hosts[s->host].name,
     };
-    int err = hvd_env_place_put(&pl, hvd_env_put_strvec, env);
+    return hvd_env_contract_place(env, &pl, ep);
+}
+
+int hvd_env_contract_place(struct hvd_strvec *env,
+                           const struct hvd_env_place *pl,
+                           const struct hvd_endpoints *ep)
+{
+    int err = hvd_env_place_put(pl, hvd_env_put_strvec, env);
     /* Each line is one variable; stop at the first failure. */
     if (err ||
         (err = hvd_strvec_pushf(env, HVD_ENV_RDV_ADDR "=%s", ep->rdv_addr)) ||

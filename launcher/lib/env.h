@@ -56,6 +56,12 @@ int hvd_env_contract(struct hvd_strvec *env, const struct hvd_plan *p,
                      const struct hvd_hostlist *hl, int rank,
                      const struct hvd_endpoints *ep);
 
+/* The same for a rank whose place is given as it is (an elastic job's,
+ * whose plan is not a fixed job's). */
+int hvd_env_contract_place(struct hvd_strvec *env,
+                           const struct hvd_env_place *pl,
+                           const struct hvd_endpoints *ep);
+
 /*
  * The device a rank should see when the host has ngpus GPUs: with visible
  * (the user's own CUDA_VISIBLE_DEVICES, may be NULL) the entry local_rank

@@ -85,6 +85,8 @@ struct hr_agent {
     int term_signal;
     int free_port; /* a free TCP port on its host, from HELLO */
     int gpus;
+    int has_job;      /* its JOB was sent */
+    uint32_t sent_to; /* elastic: processes below this id were looked at */
 };
 
 /* The absolute path of the program name next to this horovodrun (such as
