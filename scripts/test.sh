@@ -39,7 +39,7 @@ setup build-tsan -Dwerror=true -Dtests=enabled -Db_sanitize=thread \
     -Db_lundef=false
 TSAN_OPTIONS=halt_on_error=1 HVD_TEST_TSAN=1 \
     meson test -C build-tsan --print-errorlogs runtime transport device \
-    reinit gloo_store
+    reinit gloo_store elastic_join elastic_c
 
 echo "== Fuzzing (libFuzzer, ASan+UBSan)"
 ./scripts/fuzz.sh "${HVD_FUZZ_SECONDS:-20}"

@@ -166,6 +166,41 @@ class ElasticTest(hvdtest.TestCase):
         self.assertEqual(lines[-1]["size"], 4, lines)
         self.assertGreater(lines[-1]["rendezvous"], 2, lines)
 
+    def test_sampler_sees_the_dataset_each_epoch_across_resets(self):
+        # A host added during epoch 1 and the first host removed during
+        # epoch 2: each epoch's indices, over every process, are the
+        # whole dataset.
+        log = os.path.join(self.tmp, "log")
+        script = os.path.join(self.tmp, "discover.sh")
+        discovery_script(script, log, [(0, ["localhost:2"]),
+                                       (1, ["localhost:2", "127.0.0.1:2"]),
+                                       (None, ["127.0.0.1:2"])])
+        samples = 240
+        r = self.run_hr("-np", "2", "--min-np", "2", "--max-np", "4",
+                        "--host-discovery-script", script, PY,
+                        os.path.join(HERE, "elastic_sampler.py"), "--dir",
+                        self.tmp, "--samples", samples, "--epochs", 4,
+                        timeout=120, PYTHONPATH=PYPATH, HVD_LIBRARY=LIB,
+                        PYTHONDONTWRITEBYTECODE="1",
+                        HOROVOD_ELASTIC_DISCOVERY_INTERVAL="0.1")
+        self.assertEqual(r.rc, 0, r.describe())
+        self.assertEqual(hvdtest.wait_gone(self.marker), [], r.describe())
+        with open(log) as f:
+            sizes = [int(line.split()[1]) for line in f]
+        self.assertEqual(len(sizes), 4, r.describe())
+        self.assertEqual(sizes[0], 2, sizes)
+        self.assertIn(4, sizes, sizes)
+        seen = {}
+        for name in os.listdir(self.tmp):
+            if name.startswith("seen."):
+                with open(os.path.join(self.tmp, name)) as f:
+                    for line in f:
+                        epoch, i = map(int, line.split())
+                        seen.setdefault(epoch, set()).add(i)
+        for epoch in range(4):
+            self.assertEqual(seen.get(epoch), set(range(samples)),
+                             "epoch %d" % epoch)
+
 
 if __name__ == "__main__":
     unittest.main()

@@ -60,6 +60,14 @@ class TorchState(ObjectState):
             handler.sync()
         super().sync()
 
+    def reset(self):
+        """After a reset, each ``ElasticSampler`` splits what is left of
+        its epoch among the ranks of the new job, also when the state is
+        not synchronized again (hosts were only removed)."""
+        for handler in self._handlers.values():
+            handler.reset()
+        super().reset()
+
     def __setattr__(self, name, value):
         handlers = self.__dict__.get("_handlers")
         if handlers and name in handlers and name in self.__dict__:
@@ -84,6 +92,11 @@ class StateHandler:
     def sync(self):
         """Gives every rank rank 0's object state (a collective)."""
         raise NotImplementedError()
+
+    def reset(self):
+        """After a reset, before any sync: adapts the object to the new
+        job's size and ranks (nothing, unless the object depends on
+        them)."""
 
     def set_value(self, value):
         """Tracks value instead, saved at once."""
@@ -128,6 +141,12 @@ class SamplerStateHandler(_StateDictHandler):
     def sync(self):
         self.value.load_state_dict(broadcast_object(
             self.value.state_dict(), 0, name="elastic.sampler"))
+
+    def reset(self):
+        """Splits what is left of the epoch among the new job's ranks:
+        without this a reset that skips the sync (hosts only removed)
+        would deal the epoch out again from its start."""
+        self.value.reset()
 
 
 _handler_registry = [

@@ -1,0 +1,92 @@
+"""horovodrun's elastic mode with C ranks (tests/runtime/elasticrank.c),
+which also run under the sanitizers: a rank killed on one of two hosts
+(the host is blacklisted, the survivors reset and finish at the smaller
+size); hosts added by the discovery script while the job runs (one more
+slot on a host whose agent runs, which gets the new rank in a RANKS
+message, and a new host with an agent of its own); and 50 resets in a
+row that leave no descriptor or thread behind."""
+
+import os
+import re
+import unittest
+
+import hvdtest
+
+ELASTICRANK = os.environ["HVD_ELASTICRANK"]
+DONE_RE = re.compile(r"elasticrank: start (\d+) rank (\d+) of (\d+): (\d+) "
+                     r"steps, (\d+) resets, gen (\d+); descriptors (\d+) -> "
+                     r"(\d+), threads (\d+) -> (\d+)")
+UNDER_TSAN = os.environ.get("HVD_TEST_TSAN") == "1"
+
+
+class ElasticCTest(hvdtest.TestCase):
+
+    def done(self, r):
+        """{start rank: (rank, size, steps, resets, fds, fds after,
+        threads, threads after)} of the ranks that finished."""
+        got = {}
+        for line in r.out_lines:
+            m = DONE_RE.search(line)
+            if m:
+                v = [int(x) for x in m.groups()]
+                got[v[0]] = (v[1], v[2], v[3], v[4], v[6], v[7], v[8], v[9])
+        return got
+
+    def test_rank_killed_on_one_of_two_hosts(self):
+        r = self.run_hr("-np", "4", "--min-np", "2", "-H",
+                        "localhost:2,127.0.0.1:2", ELASTICRANK, "300",
+                        ER_FAIL="3:20:kill", ER_STEP_MS="2", timeout=120)
+        self.assertEqual(r.rc, 0, r.describe())
+        got = self.done(r)
+        self.assertEqual(sorted(got), [0, 1], r.describe())
+        for start, (rank, size, steps, resets, *_rest) in got.items():
+            self.assertEqual((rank, size, steps, resets),
+                             (start, 2, 300, 1), r.describe())
+        self.assertIn("host 127.0.0.1 is blacklisted", r.err, r.describe())
+        self.assertIn("was killed by signal 9", r.err, r.describe())
+        self.assertEqual(hvdtest.wait_gone(self.marker), [])
+
+    def test_hosts_added_while_running(self):
+        flag = os.path.join(self.tmp, "more")
+        script = os.path.join(self.tmp, "hosts.sh")
+        with open(script, "w") as f:
+            f.write("#!/bin/sh\nif [ -e %s ]; then\n  echo localhost:3\n"
+                    "  echo 127.0.0.1:1\nelse\n  echo localhost:2\nfi\n"
+                    % flag)
+        os.chmod(script, 0o755)
+        r = self.run_hr("-np", "2", "--min-np", "2", "--max-np", "4",
+                        "--host-discovery-script", script, ELASTICRANK, "400",
+                        ER_FLAG="%s:20" % flag, ER_STEP_MS="10",
+                        HOROVOD_ELASTIC_DISCOVERY_INTERVAL="0.1",
+                        timeout=120)
+        self.assertEqual(r.rc, 0, r.describe())
+        got = self.done(r)
+        # The first two ranks keep theirs; the new processes started as
+        # ranks 2 (localhost, a RANKS message) and 3 (a new agent).
+        self.assertEqual(sorted(got), [0, 1, 2, 3], r.describe())
+        for start, (rank, size, steps, resets, *_rest) in got.items():
+            self.assertEqual((rank, size, steps), (start, 4, 400),
+                             r.describe())
+            self.assertEqual(resets, 1 if start < 2 else 0, r.describe())
+        per, _ = hvdtest.prefixed(r.out_lines)
+        self.assertEqual(sorted(per), [0, 1, 2, 3], r.describe())
+        self.assertEqual(hvdtest.wait_gone(self.marker), [])
+
+    def test_fifty_resets_leave_nothing(self):
+        r = self.run_hr("-np", "2", "--min-np", "2", "-H", "localhost:2",
+                        ELASTICRANK, "200", ER_RESET_EVERY="4", timeout=120)
+        self.assertEqual(r.rc, 0, r.describe())
+        got = self.done(r)
+        self.assertEqual(sorted(got), [0, 1], r.describe())
+        for start, (rank, size, steps, resets, fds, fds_after, threads,
+                    threads_after) in got.items():
+            self.assertEqual((rank, size, steps, resets),
+                             (start, 2, 200, 49), r.describe())
+            self.assertEqual(fds_after, fds, r.describe())
+            # ThreadSanitizer keeps a thread of its own once one started.
+            self.assertEqual(threads_after, threads + (1 if UNDER_TSAN
+                                                       else 0), r.describe())
+
+
+if __name__ == "__main__":
+    unittest.main()
