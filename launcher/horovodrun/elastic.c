@@ -53,6 +53,10 @@ struct hr_elastic {
     struct hr_blacklist bl;
     struct hr_discover *disc;
     uv_timer_t wait_timer;
+    /* A reset waits this long (--start-timeout) for every process of the
+     * assignment to join again or end: one that is stopped (SIGSTOP) or
+     * hangs outside a collective is then killed. */
+    uv_timer_t reset_timer;
     int timer_init;
     enum phase phase;
     unsigned resets;
@@ -65,6 +69,7 @@ struct hr_elastic {
 
 static void replan(struct hr_elastic *el);
 static void check(struct hr_elastic *el);
+static void enter_reset(struct hr_elastic *el);
 
 static struct hr_elastic *el_of(const struct hr_job *job)
 {
@@ -92,8 +97,10 @@ static void end(struct hr_elastic *el, int code, int id, const char *fmt, ...)
     va_end(ap);
     hr_discover_close(el->disc);
     el->disc = NULL;
-    if (el->timer_init)
+    if (el->timer_init) {
         uv_timer_stop(&el->wait_timer);
+        uv_timer_stop(&el->reset_timer);
+    }
     hr_job_stop(el->job, 0);
     if (el->g->agents_left == 0)
         hr_job_ended(el->job);
@@ -163,7 +170,7 @@ static void on_registered(void *arg, int id)
     if (el->phase == PH_RUNNING) {
         hvd_log_info("elastic: rank %d (%s) joins again: the ranks reset",
                      el->procs.ranks[id].rank, proc_host(el, id));
-        el->phase = PH_RESET;
+        enter_reset(el);
     }
     check(el);
 }
@@ -442,7 +449,33 @@ static void check(struct hr_elastic *el)
     for (int id = 0; id < el->procs.size; id++)
         if (el->assigned[id] && el->state[id] == P_RUN)
             return;
+    uv_timer_stop(&el->reset_timer);
     decide(el);
+}
+
+static void on_reset_timeout(uv_timer_t *t)
+{
+    struct hr_elastic *el = t->data;
+    if (el->phase != PH_RESET)
+        return;
+    for (int id = 0; id < el->procs.size; id++) {
+        if (!el->assigned[id] || el->state[id] != P_RUN)
+            continue;
+        hvd_log_warn("elastic: rank %d on %s neither joined the reset nor "
+                     "ended within %g s (--start-timeout); it is killed",
+                     el->procs.ranks[id].rank, proc_host(el, id),
+                     el->job->opts->start_timeout);
+        hr_agents_kill(el->job, id, 1);
+    }
+}
+
+static void enter_reset(struct hr_elastic *el)
+{
+    if (el->phase == PH_RESET)
+        return;
+    el->phase = PH_RESET;
+    uv_timer_start(&el->reset_timer, on_reset_timeout,
+                   (uint64_t)(el->job->opts->start_timeout * 1000), 0);
 }
 
 /* A process ended (job.h's rank_ended). */
@@ -463,7 +496,7 @@ static void on_rank_ended(struct hr_job *job, uint32_t rank)
                                                  : "exited with status",
                      rs->code);
     if (el->phase != PH_START)
-        el->phase = PH_RESET;
+        enter_reset(el);
     check(el);
 }
 
@@ -567,7 +600,8 @@ int hr_elastic_go(struct hr_job *job)
     struct hr_elastic *el = el_of(job);
     const struct hr_opts *o = job->opts;
     uv_timer_init(job->loop, &el->wait_timer);
-    el->wait_timer.data = el;
+    uv_timer_init(job->loop, &el->reset_timer);
+    el->wait_timer.data = el->reset_timer.data = el;
     el->timer_init = 1;
     el->phase = PH_START;
     uv_timer_start(&el->wait_timer, on_wait_timeout,
@@ -651,8 +685,10 @@ void hr_elastic_close(struct hr_elastic *el)
         return;
     hr_discover_close(el->disc);
     el->disc = NULL;
-    if (el->timer_init)
+    if (el->timer_init) {
         uv_close((uv_handle_t *)&el->wait_timer, NULL);
+        uv_close((uv_handle_t *)&el->reset_timer, NULL);
+    }
     el->timer_init = 0;
 }
 
