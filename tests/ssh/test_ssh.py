@@ -38,6 +38,7 @@ PREFLIGHT_RC = 255
 
 CLUSTER = None
 H1, H2 = "127.0.0.2", "127.0.0.3"
+ELASTICRANK = os.environ["HVD_ELASTICRANK"]
 
 
 def setUpModule():
@@ -236,6 +237,36 @@ class FixtureTest(SshTestCase):
 
 
 # ------------------------------------------------------------ the jobs
+
+class ElasticSshTest(SshTestCase):
+
+    def test_host_lost_by_killing_its_sshd_and_agent(self):
+        # An elastic job over two SSH hosts: the second host is lost (its
+        # sshd sessions and its agent killed); its ranks die with the
+        # agent, the host is blacklisted, and the first host's ranks reset
+        # and finish at size 2. Nothing is left under either sshd.
+        job = self.start("-np", "4", "--min-np", "2", "-H",
+                         self.c.hosts_arg(2), ELASTICRANK, "400",
+                         ER_STEP_MS="5")
+        job.wait_line(lambda l: "ready" in l, count=4, timeout=60)
+        agents = [pid for pid, comm, _ in self.c.commands(H2)
+                  if comm == "hvd-agent"]
+        self.assertEqual(len(agents), 1, self.c.commands(H2))
+        self.c.kill_sessions(H2)
+        os.kill(agents[0], signal.SIGKILL)
+        self.assertEqual(job.wait(120), 0, job.describe())
+        done = re.findall(r"elasticrank: start (\d+) rank (\d+) of (\d+): "
+                          r"(\d+) steps", job.out)
+        self.assertEqual(sorted((int(s), int(r), int(n), int(k))
+                                for s, r, n, k in done),
+                         [(0, 0, 2, 400), (1, 1, 2, 400)], job.describe())
+        self.assertIn("host %s is blacklisted" % H2, job.err, job.describe())
+        for h in self.c.hosts:
+            self.assertTrue(
+                hvdtest.wait_until(lambda: not self.c.commands(h), 10),
+                "still running under %s's sshd: %s" % (h,
+                                                       self.c.commands(h)))
+
 
 class RemoteJobTest(SshTestCase):
 
