@@ -18,8 +18,11 @@
 #include "worker/wait.h"
 
 /* How long a collective may go on after another rank's failure was
- * announced, for data that was already on its way. */
+ * announced, for data that was already on its way. An elastic job gives
+ * little: its ranks restore the last commit and reset anyway, and the
+ * sooner they do, the sooner training goes on. */
 #define ABORT_GRACE_MS 2000
+#define ELASTIC_ABORT_GRACE_MS 100
 /* How long a rank that lost a neighbour waits to hear of an earlier
  * failure before it reports its own view. */
 #define ECHO_WAIT_MS 300
@@ -100,7 +103,9 @@ int hvd__check_abort(void *vctx, char *err, size_t errlen)
     if (!c->failed)
         return 0;
     if (c->abort.deadline == 0)
-        c->abort.deadline = hvd__now_ms() + ABORT_GRACE_MS;
+        c->abort.deadline =
+            hvd__now_ms() +
+            (c->elastic_id >= 0 ? ELASTIC_ABORT_GRACE_MS : ABORT_GRACE_MS);
     if (hvd__now_ms() < c->abort.deadline)
         return 0;
     snprintf(err, errlen, "%s", c->fail_msg);

@@ -60,6 +60,7 @@ struct hr_elastic {
     int timer_init;
     enum phase phase;
     unsigned resets;
+    int registered;       /* some process has registered with the rendezvous */
     uint64_t last_notice; /* the last notice's timestamp */
     char script[4200];    /* the discovery script, quoted for sh -c */
     int end_code;
@@ -163,6 +164,7 @@ static void kill_proc(struct hr_elastic *el, int id, int now)
 static void on_registered(void *arg, int id)
 {
     struct hr_elastic *el = arg;
+    el->registered = 1;
     if (id >= el->procs.size || !el->assigned[id] || el->phase == PH_ENDED)
         return;
     if (el->state[id] == P_RUN)
@@ -396,7 +398,14 @@ static void decide(struct hr_elastic *el)
         return;
     }
     if (nassigned > 0 && nfail == nassigned) {
-        end(el, 0, first_fail, "elastic: every rank failed");
+        /* Ranks that link real Horovod never reach our rendezvous: its
+         * elastic mode needs Horovod's own driver. */
+        end(el, 0, first_fail,
+            el->registered ? "elastic: every rank failed"
+                           : "elastic: every rank failed before joining the "
+                             "job; ranks that link real Horovod cannot run "
+                             "an elastic job under this horovodrun: use the "
+                             "horovod package that comes with it");
         return;
     }
     for (int id = 0; id < el->procs.size; id++) {

@@ -208,6 +208,18 @@ class LocalTest(HorovodCase):
         self.assertNotEqual(res.rc, 0, res.describe())
         self.assertEqual(self.json_lines(res), {}, res.describe())
 
+    def test_elastic_job_fails_at_start_with_one_line(self):
+        # Real Horovod's elastic mode needs Horovod's own driver: the ranks
+        # fail at once, never a hang, never jobs of one, and horovodrun
+        # says what to use instead.
+        res = self.hr("-np", 2, "--min-np", 2, "-H", "localhost:2",
+                      *worker("info"), timeout=60)
+        self.assertNotEqual(res.rc, 0, res.describe())
+        self.assertEqual(self.json_lines(res), {}, res.describe())
+        self.assertIn("ranks that link real Horovod cannot run an elastic "
+                      "job under this horovodrun", res.err, res.describe())
+        self.assertNoneLeft(timeout=10)
+
     def test_under_mpi_ranks_use_mpi(self):
         # As under Horovod's own launcher with --mpi: MPI, not Gloo.
         res = self.hr("-np", 2, "--mpi", *worker("info"))
