@@ -41,10 +41,9 @@ int main(int argc, char **argv)
         goto out;
     }
     hvd_log_init("horovodrun", o.verbose);
-    if (o.elastic && (o.detach || o.output_ranks)) {
-        hvd_log_error("%s does not work with an elastic job yet; leave it "
-                      "out",
-                      o.detach ? "--detach" : "--output-ranks");
+    if (o.elastic && o.detach) {
+        hvd_log_error("--detach does not work with an elastic job yet; "
+                      "leave it out");
         rc = HR_EXIT_USAGE;
         goto out;
     }

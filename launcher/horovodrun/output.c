@@ -123,6 +123,7 @@ int hr_output_init(struct hr_output *o, uv_loop_t *loop,
         return HVD_ENOMEM;
     o->cap = p->size;
     o->timestamp = opts->prefix_timestamp;
+    o->max_ranks = opts->max_np > 0 ? opts->max_np : HR_OUTPUT_MAX_RANKS;
     int rc = hr_output_terminal(o, !opts->no_tty_status, opts->color,
                                 opts->output_ranks, err, errlen);
     if (rc != 0 || opts->output_dir == NULL)

@@ -30,6 +30,8 @@
 /* Most bytes and buffers handed to one write. */
 #define HR_OUTPUT_BATCH (256u * 1024)
 #define HR_OUTPUT_IOV 64
+/* The ranks --output-ranks may name in an elastic job without --max-np. */
+#define HR_OUTPUT_MAX_RANKS 65536
 /* Most rows of a status block (fewer on a smaller terminal). */
 #define HR_OUTPUT_ROWS 64
 
@@ -119,9 +121,10 @@ struct hr_output {
     struct hr_live *live; /* per rank and stream: [2 * rank + stream] */
     unsigned char *show;  /* per rank: shown on the terminal; NULL: all */
     int nshow;            /* its entries (ranks above are not shown) */
-    char *start_line;     /* horovodrun's start-up progress, or NULL */
-    int started;          /* the ranks' output began: no more of it */
-    uv_timer_t timer;     /* the next redraw or held-back progress line */
+    int max_ranks;    /* an elastic job's most ranks (--max-np or a bound) */
+    char *start_line; /* horovodrun's start-up progress, or NULL */
+    int started;      /* the ranks' output began: no more of it */
+    uv_timer_t timer; /* the next redraw or held-back progress line */
     int timer_init;
     uint64_t timer_due; /* when it fires (uv_now, ms), or 0 */
     /* Set by the owner: stop (1) or resume (0) reading rank output, and

@@ -38,11 +38,14 @@ int hr_output_terminal(struct hr_output *o, int status, int color,
     int size = o->plan->size;
     o->status = status;
     if (ranks) {
-        if ((o->show = malloc((size_t)size)) == NULL)
+        /* An elastic job has no process yet: its ranks go up to
+         * --max-np. */
+        int n = size > 0 ? size : o->max_ranks;
+        if ((o->show = malloc((size_t)n)) == NULL)
             return HVD_ENOMEM;
-        if (hr_ranklist_parse(ranks, size, o->show, err, errlen) != 0)
+        if (hr_ranklist_parse(ranks, n, o->show, err, errlen) != 0)
             return HVD_EINVAL;
-        o->nshow = size;
+        o->nshow = n;
     }
     if (!status && color == HR_COLOR_AUTO)
         color = HR_COLOR_NEVER;

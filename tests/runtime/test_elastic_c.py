@@ -46,6 +46,37 @@ class ElasticCTest(hvdtest.TestCase):
         self.assertIn("was killed by signal 9", r.err, r.describe())
         self.assertEqual(hvdtest.wait_gone(self.marker), [])
 
+    def test_prefix_names_the_current_rank(self):
+        # Rank 0 dies: localhost is blacklisted, and the processes that
+        # started as ranks 2 and 3 are ranks 0 and 1 now, in their prefix
+        # and in their --output-filename folder too.
+        out = os.path.join(self.tmp, "out")
+        r = self.run_hr("-np", "4", "--min-np", "2", "-H",
+                        "localhost:2,127.0.0.1:2", "--output-filename", out,
+                        ELASTICRANK, "300", ER_FAIL="0:20:kill",
+                        ER_STEP_MS="2", timeout=120)
+        self.assertEqual(r.rc, 0, r.describe())
+        for start, rank in ((2, 0), (3, 1)):
+            line = ("[%d,%d]<stdout>:elasticrank: start %d rank %d of 2: "
+                    "300 steps" % (rank, rank % 2, start, rank))
+            self.assertIn(line, r.out, r.describe())
+            with open(os.path.join(out, "rank.%d" % rank, "stdout")) as f:
+                self.assertIn(line.split(">:", 1)[1], f.read())
+
+    def test_output_ranks_and_files(self):
+        out = os.path.join(self.tmp, "out")
+        r = self.run_hr("-np", "4", "--min-np", "2", "-H",
+                        "localhost:2,127.0.0.1:2", "--output-ranks", "1,3",
+                        "--output-filename", out, "sh", "-c",
+                        "echo hi from $HOROVOD_RANK")
+        self.assertEqual(r.rc, 0, r.describe())
+        self.assertEqual(sorted(r.out_lines),
+                         ["[1,1]<stdout>:hi from 1",
+                          "[3,1]<stdout>:hi from 3"], r.describe())
+        for rank in range(4):
+            with open(os.path.join(out, "rank.%d" % rank, "stdout")) as f:
+                self.assertEqual(f.read(), "hi from %d\n" % rank)
+
     def test_hosts_added_while_running(self):
         flag = os.path.join(self.tmp, "more")
         script = os.path.join(self.tmp, "hosts.sh")
