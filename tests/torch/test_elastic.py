@@ -140,6 +140,19 @@ class ElasticTest(hvdtest.TestCase):
         self.assertIn("elastic: fewer than 4 slots were available for 1 s "
                       "(--elastic-timeout)", r.err, r.describe())
 
+    def test_graceful_removal_below_min_np_does_not_hang(self):
+        # Horovod #3494: a host leaves (the discovery drops it) and the
+        # survivors are fewer than --min-np: the job waits for hosts up to
+        # --elastic-timeout, then stops; it never hangs.
+        r, lines = self.run_elastic([(0, ["localhost:2", "127.0.0.1:2"]),
+                                     (None, ["localhost:2"])],
+                                    np=4, min_np=4, epochs=3,
+                                    extra=["--elastic-timeout", "1"])
+        self.assertEqual(r.rc, 1, r.describe())
+        self.assertIn("elastic: fewer than 4 slots were available for 1 s "
+                      "(--elastic-timeout)", r.err, r.describe())
+        self.assertEqual(len(lines), 1, r.describe())
+
     def test_reset_limit(self):
         schedule = [(0, ["localhost:2"]),
                     (1, ["localhost:2", "127.0.0.1:2"]),
