@@ -126,6 +126,24 @@ class SlurmLaunch(hvdtest.TestCase):
                          ["localhost", "127.0.0.2"])
         self.assertEqual(self.nodelists(), ["127.0.0.2"])
 
+    def test_elastic_job_over_srun(self):
+        # --min-np with the allocation's hosts: a fixed set of hosts that
+        # tolerates faults. The process that started as rank 3 dies on
+        # 127.0.0.3; the ranks of 127.0.0.2 reset and finish at size 2.
+        res = self.run_hr("-np", "4", "--min-np", "2",
+                          os.environ["HVD_ELASTICRANK"], "300",
+                          env=self.alloc_env(tasks="2(x2)",
+                                             ER_FAIL="3:20:kill",
+                                             ER_STEP_MS="2"),
+                          timeout=120)
+        self.assertEqual(res.rc, 0, res.describe())
+        self.assertEqual(self.nodelists(), ["127.0.0.2", "127.0.0.3"])
+        for start in (0, 1):
+            self.assertIn("elasticrank: start %d rank %d of 2: 300 steps"
+                          % (start, start), res.out, res.describe())
+        self.assertIn("host 127.0.0.3 is blacklisted", res.err,
+                      res.describe())
+
     def test_np_over_allocation(self):
         res = self.run_hr("-np", 4, "true", env=self.alloc_env())
         self.assertEqual(res.rc, 2, res.describe())
