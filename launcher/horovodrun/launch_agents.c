@@ -34,10 +34,7 @@ extern char **environ;
 #define PING_SILENCE_MS 4000
 
 static void check_preflight(struct hr_job *job);
-static int rdv_addr(struct hr_job *job, char *out, size_t len);
-static int agent_index(const struct hr_agents *g, const struct hr_agent *a);
-static void elastic_hello(struct hr_job *job, struct hr_agent *a);
-static int add_agent(struct hr_job *job, int h, struct hr_agent **out);
+int hr_agents_rdv_addr(struct hr_job *job, char *out, size_t len);
 
 static struct hr_agents *agents_of(const struct hr_job *job)
 {
@@ -109,7 +106,7 @@ static uint64_t agents_signal(struct hr_job *job, int sig)
 
 /* What every rank's contract names: the rendezvous, torch's master (rank
  * 0's host; an elastic job's first process's) and Gloo's store. */
-static struct hvd_endpoints endpoints(struct hr_job *job)
+struct hvd_endpoints hr_agents_endpoints(struct hr_job *job)
 {
     struct hr_agents *g = agents_of(job);
     int master = 0;
@@ -129,44 +126,7 @@ static struct hvd_endpoints endpoints(struct hr_job *job)
     };
 }
 
-/* An elastic job's processes on a's host that a was not sent yet, into
- * js (ids only grow, so they are those from a->sent_to on). */
-static int add_new_procs(struct hr_job *job, struct hr_agent *a,
-                         struct hvd_jobspec *js)
-{
-    struct hr_agents *g = agents_of(job);
-    struct hvd_endpoints ep = endpoints(job);
-    int err = 0;
-    for (int id = (int)a->sent_to; id < job->plan->size && !err; id++) {
-        const struct hvd_slot *s = &job->plan->ranks[id];
-        if (s->host != a->host || !hr_elastic_wanted(g->el, id))
-            continue;
-        struct hvd_jobrank *jr =
-            hvd_jobspec_add_rank(js, (uint32_t)id, (uint32_t)s->local_rank);
-        err = jr ? hr_elastic_env(g->el, id, &jr->env, &ep) : HVD_ENOMEM;
-        if (!err && id == 0)
-            g->stdin_agent = agent_index(g, a);
-    }
-    a->sent_to = (uint32_t)job->plan->size;
-    return err;
-}
-
-/* An elastic job's new processes for an agent that has its job. */
-static int send_more(struct hr_job *job, struct hr_agent *a)
-{
-    struct hvd_jobspec js;
-    uint8_t *f = NULL;
-    size_t len;
-    hvd_jobspec_init(&js);
-    int err = add_new_procs(job, a, &js);
-    if (!err && js.nranks > 0 &&
-        (err = hvd_ranks_encode(js.ranks, js.nranks, &f, &len)) == 0)
-        a->link->send(a, f, len, 0);
-    hvd_jobspec_close(&js);
-    return err;
-}
-
-static int send_job(struct hr_job *job, struct hr_agent *a)
+int hr_agents_send_job(struct hr_job *job, struct hr_agent *a)
 {
     struct hr_agents *g = agents_of(job);
     struct hvd_jobspec js;
@@ -175,7 +135,7 @@ static int send_job(struct hr_job *job, struct hr_agent *a)
     int err = 0;
 
     hvd_jobspec_init(&js);
-    struct hvd_endpoints ep = endpoints(job);
+    struct hvd_endpoints ep = hr_agents_endpoints(job);
     js.cwd = strdup(g->cwd);
     js.kill_grace_ms = (uint32_t)(job->opts->kill_grace * 1000);
     js.gpu_pinning = (uint8_t)job->opts->gpu_pinning;
@@ -194,7 +154,7 @@ static int send_job(struct hr_job *job, struct hr_agent *a)
                  : HVD_ENOMEM;
     }
     if (g->el && !err)
-        err = add_new_procs(job, a, &js);
+        err = hr_agents_new_procs(job, a, &js);
     if (!err && js.cwd == NULL)
         err = HVD_ENOMEM;
     if (!err)
@@ -269,7 +229,7 @@ static void start_job(struct hr_job *job)
 
     uv_timer_stop(&g->start_timer);
     g->started = 1;
-    rc = rdv_addr(job, addr, sizeof(addr));
+    rc = hr_agents_rdv_addr(job, addr, sizeof(addr));
     if (rc == 0)
         rc = hr_rdv_start(&g->rdv, job->loop, g->remote, addr, g->secret,
                           job->plan->size, job->opts->start_timeout);
@@ -285,7 +245,7 @@ static void start_job(struct hr_job *job)
                  g->rdv.port, g->master_port);
     for (int i = 0; i < g->nagents; i++) {
         struct hr_agent *a = g->agents[i];
-        if ((rc = send_job(job, a)) != 0) {
+        if ((rc = hr_agents_send_job(job, a)) != 0) {
             hr_job_fail(job, "host %s: cannot send the job: %s", a->name,
                         hr_err_str(rc));
             return;
@@ -352,7 +312,7 @@ static void handle_hello(struct hr_job *job, struct hr_agent *a,
     }
     hvd_hello_close(&h);
     if (agents_of(job)->el)
-        elastic_hello(job, a);
+        hr_agents_elastic_hello(job, a);
     else
         check_preflight(job);
 }
@@ -448,113 +408,11 @@ static void agent_sent(struct hr_agent *a)
     hr_job_read_stdin(a->job);
 }
 
-static int agent_index(const struct hr_agents *g, const struct hr_agent *a)
-{
-    for (int i = 0; i < g->nagents; i++)
-        if (g->agents[i] == a)
-            return i;
-    return -1;
-}
-
-/* An elastic job's agent said HELLO: it gets its processes at once. The
- * first one's free port is torch's MASTER_PORT for the whole job. */
-static void elastic_hello(struct hr_job *job, struct hr_agent *a)
-{
-    struct hr_agents *g = agents_of(job);
-    if (!a->hello || a->has_job || !a->running)
-        return;
-    if (g->master_port == 0)
-        g->master_port = a->free_port;
-    int err = send_job(job, a);
-    if (err != 0) {
-        snprintf(a->failure, sizeof(a->failure), "cannot send the job: %s",
-                 hr_err_str(err));
-        a->link->kill(a, SIGKILL);
-        return;
-    }
-    if (g->stdin_agent >= 0 && g->agents[g->stdin_agent] == a)
-        hr_job_read_stdin(job);
-}
-
-/* An elastic job's agent ended: its processes that did not end (or were
- * never sent to it) died with it, which the controller takes as their
- * failure. */
-static void elastic_lost(struct hr_job *job, struct hr_agent *a)
-{
-    int lost = 0;
-    for (int id = 0; id < job->plan->size; id++)
-        lost += job->plan->ranks[id].host == a->host && !job->ranks[id].done;
-    if (lost == 0 || job->stopping)
-        return;
-    if (a->failure[0])
-        hvd_log_warn("host %s: %s", a->name, a->failure);
-    else if (a->term_signal)
-        hvd_log_warn("host %s: hvd-agent was killed by signal %d (%s)", a->name,
-                     a->term_signal, hr_summary_signame(a->term_signal));
-    else
-        hvd_log_warn("host %s: hvd-agent exited with status %lld", a->name,
-                     (long long)a->status);
-    for (int id = 0; id < job->plan->size; id++)
-        if (job->plan->ranks[id].host == a->host && !job->ranks[id].done)
-            hr_job_rank_done(job, (uint32_t)id, HVD_EXIT_SIGNAL, SIGKILL);
-}
-
-void hr_agents_run_host(struct hr_job *job, int h)
-{
-    struct hr_agents *g = agents_of(job);
-    struct hr_agent *a = NULL;
-    for (int i = 0; i < g->nagents; i++)
-        if (g->agents[i]->host == h && !g->agents[i]->ended)
-            a = g->agents[i];
-    if (a != NULL) {
-        /* A new agent gets them with its JOB once it says HELLO. */
-        int err = a->has_job ? send_more(job, a) : 0;
-        if (err != 0) {
-            snprintf(a->failure, sizeof(a->failure),
-                     "cannot send new ranks: %s", hr_err_str(err));
-            a->link->kill(a, SIGKILL);
-        }
-        return;
-    }
-    if (add_agent(job, h, &a) != 0) {
-        for (int id = 0; id < job->plan->size; id++)
-            if (job->plan->ranks[id].host == h && !job->ranks[id].done)
-                hr_job_rank_done(job, (uint32_t)id, HVD_EXIT_SIGNAL, SIGKILL);
-        return;
-    }
-    /* Processes of an agent of this host that ended before were looked
-     * at by that one. */
-    for (int i = 0; i < g->nagents; i++)
-        if (g->agents[i]->host == h && g->agents[i]->sent_to > a->sent_to)
-            a->sent_to = g->agents[i]->sent_to;
-    if (a->link->start(a) != 0) {
-        a->ended = 1;
-        g->agents_left--;
-        elastic_lost(job, a);
-    }
-}
-
-void hr_agents_kill(struct hr_job *job, int id, int now)
-{
-    struct hr_agents *g = agents_of(job);
-    int h = job->plan->ranks[id].host;
-    for (int i = 0; i < g->nagents; i++) {
-        struct hr_agent *a = g->agents[i];
-        if (a->host != h || a->ended)
-            continue;
-        uint8_t *f;
-        size_t len;
-        if (a->has_job && (uint32_t)id < a->sent_to &&
-            hvd_kill_encode((uint32_t)id, (uint8_t)now, &f, &len) == 0)
-            a->link->send(a, f, len, 0);
-    }
-}
-
 /* Whether a rank-less failure of this agent ends the job. */
 static void agent_lost(struct hr_job *job, struct hr_agent *a)
 {
     if (agents_of(job)->el) {
-        elastic_lost(job, a);
+        hr_agents_elastic_lost(job, a);
         return;
     }
     int lost = 0;
@@ -661,7 +519,7 @@ static int agents_failure(struct hr_job *job)
  * (an address, or the first of the --network-interfaces), else this
  * host's address on the route to the remote hosts (that of the first SSH
  * connection, or the route to the first srun host), else loopback. */
-static int rdv_addr(struct hr_job *job, char *out, size_t len)
+int hr_agents_rdv_addr(struct hr_job *job, char *out, size_t len)
 {
     const struct hr_opts *o = job->opts;
     struct hr_agents *g = agents_of(job);
@@ -711,7 +569,7 @@ static int srun_find(const struct hr_opts *o, struct hr_srun_paths *sp)
 /* Adds the agent of host h (index in job->hosts) and says how it is
  * reached; it is started by its link's start. 0, or horovodrun's exit
  * code once it said why. */
-static int add_agent(struct hr_job *job, int h, struct hr_agent **out)
+int hr_agents_add(struct hr_job *job, int h, struct hr_agent **out)
 {
     const struct hr_opts *o = job->opts;
     struct hr_agents *g = agents_of(job);
@@ -776,46 +634,11 @@ static int add_agents(struct hr_job *job)
         int rc;
         if (hvd_plan_host_ranks(job->plan, (int)h) == 0)
             continue;
-        if ((rc = add_agent(job, (int)h, &a)) != 0)
+        if ((rc = hr_agents_add(job, (int)h, &a)) != 0)
             return rc;
         if ((int)h == job->plan->ranks[0].host)
             g->stdin_agent = g->nagents - 1;
     }
-    return 0;
-}
-
-int hr_agents_rdv(struct hr_job *job)
-{
-    struct hr_agents *g = agents_of(job);
-    char addr[64];
-    int rc = 0;
-    if (g->rdv.listening)
-        return 0;
-    if (job->opts->rendezvous_addr || job->opts->network_interfaces) {
-        rc = rdv_addr(job, addr, sizeof(addr));
-    } else {
-        /* Before any agent runs: this host's address on the route to the
-         * first remote host, or loopback. */
-        snprintf(addr, sizeof(addr), "127.0.0.1");
-        for (size_t h = 0; h < job->hosts->n && rc == 0; h++)
-            if (!hr_host_is_local(job->hosts->hosts[h].name)) {
-                g->remote = 1;
-                rc = hr_net_route_addr(job->hosts->hosts[h].name, addr,
-                                       sizeof(addr));
-                break;
-            }
-    }
-    if (rc == 0)
-        rc = hr_rdv_start(&g->rdv, job->loop, g->remote, addr, g->secret, 0,
-                          job->opts->start_timeout);
-    if (rc != 0) {
-        hvd_log_error("cannot start the rendezvous server on %s: %s", addr,
-                      rc < 0 ? uv_strerror(rc) : "no such address");
-        return HR_EXIT_INTERNAL;
-    }
-    hr_net_addr_if(addr, g->gloo_iface, sizeof(g->gloo_iface));
-    hvd_log_info("rendezvous server on %s:%d (elastic)", g->rdv.addr,
-                 g->rdv.port);
     return 0;
 }
 

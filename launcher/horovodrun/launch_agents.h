@@ -8,6 +8,8 @@
 
 #include "common/secret.h"
 #include "launcher/horovodrun/rdv.h"
+#include "launcher/lib/env.h"
+#include "launcher/lib/proto.h"
 #include "launcher/link/link.h"
 
 struct hr_gloo_store;
@@ -48,6 +50,29 @@ struct hr_agents {
      * processes, each with its own id. */
     struct hr_elastic *el;
 };
+
+/* Between launch_agents.c and launch_elastic.c. */
+/* Adds the agent of host h (index in job->hosts) and says how it is
+ * reached; its link's start starts it. 0, or horovodrun's exit code once
+ * it said why. */
+int hr_agents_add(struct hr_job *job, int h, struct hr_agent **out);
+/* Sends a its JOB frame: its ranks (an elastic job's processes not sent
+ * yet) with their contract. 0 or an error. */
+int hr_agents_send_job(struct hr_job *job, struct hr_agent *a);
+/* What every rank's contract names: the rendezvous, torch's master and
+ * Gloo's store. */
+struct hvd_endpoints hr_agents_endpoints(struct hr_job *job);
+/* The address ranks reach the rendezvous server at. 0, or an error. */
+int hr_agents_rdv_addr(struct hr_job *job, char *out, size_t len);
+/* An elastic job's processes on a's host that a was not sent yet, into
+ * js. 0 or an error. */
+int hr_agents_new_procs(struct hr_job *job, struct hr_agent *a,
+                        struct hvd_jobspec *js);
+/* An elastic job's agent said HELLO: it gets its processes at once. */
+void hr_agents_elastic_hello(struct hr_job *job, struct hr_agent *a);
+/* An elastic job's agent ended: its processes that did not end died with
+ * it. */
+void hr_agents_elastic_lost(struct hr_job *job, struct hr_agent *a);
 
 /*
  * Elastic jobs (elastic.c). Host h (index in job->hosts) runs the
