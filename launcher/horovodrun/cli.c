@@ -390,15 +390,15 @@ static int check_elastic(struct hr_opts *o, int in_slurm, char *err,
     }
     /*
      * --min-np with -H or --hostfile is a fixed set of hosts that may
-     * fail; Horovod refuses a set of fewer than 2 hosts when the job
-     * starts, which the controller checks. On localhost alone there is
-     * nothing to fail over to: refused now. A Slurm allocation is a host
-     * list too.
+     * fail (Horovod also wants 2 of them at least; here one host runs,
+     * and its failure ends the job). Without either, localhost alone has
+     * nothing to fail over to: refused, as Horovod refuses it. A Slurm
+     * allocation is a host list too.
      */
     if (!o->discovery_script && !o->hosts && !o->hostfile && !in_slurm) {
         snprintf(err, errlen,
-                 "--min-np without --host-discovery-script needs -H or "
-                 "--hostfile with at least 2 hosts: Horovod does not run "
+                 "--min-np without --host-discovery-script needs the hosts "
+                 "that may fail, in -H or --hostfile: Horovod does not run "
                  "elastic jobs on localhost alone");
         return -1;
     }

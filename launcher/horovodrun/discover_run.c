@@ -604,7 +604,8 @@ int hr_discover_start(struct hr_discover **out, uv_loop_t *loop,
     d->argv[0] = "/bin/sh";
     d->argv[1] = "-c";
     d->argv[2] = d->script;
-    hvd_quote(d->name, cfg->script, strlen(cfg->script));
+    const char *name = cfg->name ? cfg->name : cfg->script;
+    hvd_quote(d->name, name, strlen(name));
     d->interval_ms = to_ms(cfg->interval_s);
     d->timeout_ms = to_ms(cfg->timeout_s);
     d->timeout_s = cfg->timeout_s;

@@ -48,6 +48,7 @@ struct hr_discover_cfg {
     double timeout_s;   /* a run longer than this is killed and fails;
                            <= 0: no limit */
     int default_slots;  /* --slots-per-host; < 1: not given */
+    const char *name;   /* what messages call it; NULL: script */
 };
 
 /*

@@ -48,6 +48,10 @@ struct hr_elastic {
     struct hr_eplan cur;       /* the current assignment */
     int *id_of_rank;           /* cur.plan.size entries */
     struct hvd_hostlist found; /* the last discovery's hosts */
+    /* Without a script: the hosts of -H, --hostfile or Slurm, "found"
+     * again every interval, so that a host's cooldown ending is seen. */
+    struct hvd_hostlist fixed;
+    uv_timer_t fixed_timer;
     int have_found;
     int pending; /* host changes not told to the ranks (HR_DISCOVERY_*) */
     struct hr_blacklist bl;
@@ -101,6 +105,7 @@ static void end(struct hr_elastic *el, int code, int id, const char *fmt, ...)
     if (el->timer_init) {
         uv_timer_stop(&el->wait_timer);
         uv_timer_stop(&el->reset_timer);
+        uv_timer_stop(&el->fixed_timer);
     }
     hr_job_stop(el->job, 0);
     if (el->g->agents_left == 0)
@@ -493,6 +498,14 @@ static void on_rank_ended(struct hr_job *job, uint32_t rank)
     struct hr_elastic *el = el_of(job);
     int id = (int)rank;
     const struct hr_rank_state *rs = &job->ranks[id];
+    /* After a forwarded Ctrl-C, SIGTERM or SIGHUP, ranks that end are not
+     * failures to reset from: the job ends as a fixed one does. */
+    if (job->interrupt_sig && el->phase != PH_ENDED) {
+        el->phase = PH_ENDED;
+        hr_discover_close(el->disc);
+        el->disc = NULL;
+        return;
+    }
     if (el->phase == PH_ENDED || job->stopping || !el->assigned[id] ||
         el->state[id] == P_STOPPED)
         return;
@@ -546,11 +559,17 @@ static void on_discovery(void *arg, const struct hvd_hostlist *hosts,
         el->pending |= changes;
 }
 
-/* Quotes path for sh -c: the CLI checked that it is a file. */
+/* Quotes path for sh -c: the CLI checked that it is a file, which a
+ * name without a slash means in the working directory (sh would look it
+ * up on PATH). */
 static int quote_script(char *out, size_t len, const char *path)
 {
     size_t n = 0;
     out[n++] = '\'';
+    if (strchr(path, '/') == NULL) {
+        memcpy(out + n, "./", 2);
+        n += 2;
+    }
     for (const char *p = path; *p; p++) {
         if (n + 5 >= len)
             return HVD_ERANGE;
@@ -581,6 +600,7 @@ int hr_elastic_start(struct hr_job *job)
     el->end_id = -1;
     hvd_hostlist_init(&el->hosts);
     hvd_hostlist_init(&el->found);
+    hvd_hostlist_init(&el->fixed);
     hr_blacklist_init(&el->bl);
     hr_eplan_init(&el->cur);
     if (o->cooldown_min > 0)
@@ -588,7 +608,8 @@ int hr_elastic_start(struct hr_job *job)
     /* Without a script, the hosts of -H, --hostfile or Slurm are the
      * hosts for good. */
     if (o->discovery_script == NULL) {
-        if (copy_hosts(&el->found, job->hosts) != 0) {
+        if (copy_hosts(&el->found, job->hosts) != 0 ||
+            copy_hosts(&el->fixed, job->hosts) != 0) {
             hvd_log_error("out of memory");
             return HR_EXIT_INTERNAL;
         }
@@ -604,25 +625,33 @@ int hr_elastic_start(struct hr_job *job)
     return 0;
 }
 
+static void on_fixed_tick(uv_timer_t *t)
+{
+    struct hr_elastic *el = t->data;
+    on_discovery(el, &el->fixed, NULL, 0);
+}
+
 int hr_elastic_go(struct hr_job *job)
 {
     struct hr_elastic *el = el_of(job);
     const struct hr_opts *o = job->opts;
     uv_timer_init(job->loop, &el->wait_timer);
     uv_timer_init(job->loop, &el->reset_timer);
-    el->wait_timer.data = el->reset_timer.data = el;
+    uv_timer_init(job->loop, &el->fixed_timer);
+    el->wait_timer.data = el->reset_timer.data = el->fixed_timer.data = el;
+    const char *iv = getenv(HVD_ENV_ELASTIC_DISCOVERY_INTERVAL);
+    double interval = iv && atof(iv) > 0 ? atof(iv) : DISCOVERY_INTERVAL_S;
     el->timer_init = 1;
     el->phase = PH_START;
     uv_timer_start(&el->wait_timer, on_wait_timeout,
                    (uint64_t)(o->elastic_timeout * 1000), 0);
     if (o->discovery_script) {
-        const char *iv = getenv(HVD_ENV_ELASTIC_DISCOVERY_INTERVAL);
-        double interval = iv && atof(iv) > 0 ? atof(iv) : DISCOVERY_INTERVAL_S;
         struct hr_discover_cfg cfg = {
             .script = el->script,
             .interval_s = interval,
             .timeout_s = DISCOVERY_TIMEOUT_S,
             .default_slots = o->slots_per_host,
+            .name = o->discovery_script,
         };
         if (hr_discover_start(&el->disc, job->loop, &cfg, on_discovery, el) !=
             0) {
@@ -630,6 +659,8 @@ int hr_elastic_go(struct hr_job *job)
             return HR_EXIT_INTERNAL;
         }
     } else {
+        uint64_t ms = (uint64_t)(interval * 1000);
+        uv_timer_start(&el->fixed_timer, on_fixed_tick, ms, ms);
         replan(el);
     }
     return 0;
@@ -697,6 +728,7 @@ void hr_elastic_close(struct hr_elastic *el)
     if (el->timer_init) {
         uv_close((uv_handle_t *)&el->wait_timer, NULL);
         uv_close((uv_handle_t *)&el->reset_timer, NULL);
+        uv_close((uv_handle_t *)&el->fixed_timer, NULL);
     }
     el->timer_init = 0;
 }
@@ -707,6 +739,7 @@ void hr_elastic_free(struct hr_elastic *el)
         return;
     hvd_hostlist_close(&el->hosts);
     hvd_hostlist_close(&el->found);
+    hvd_hostlist_close(&el->fixed);
     hr_blacklist_close(&el->bl);
     hr_eplan_close(&el->cur);
     free(el->procs.ranks);

@@ -8,6 +8,7 @@ row that leave no descriptor or thread behind."""
 
 import os
 import re
+import signal
 import unittest
 
 import hvdtest
@@ -101,6 +102,37 @@ class ElasticCTest(hvdtest.TestCase):
             self.assertEqual(resets, 1 if start < 2 else 0, r.describe())
         per, _ = hvdtest.prefixed(r.out_lines)
         self.assertEqual(sorted(per), [0, 1, 2, 3], r.describe())
+        self.assertEqual(hvdtest.wait_gone(self.marker), [])
+
+    def test_blacklisted_host_of_a_fixed_set_back_after_cooldown(self):
+        # -H without a script: 127.0.0.1 is out for 1 s after a rank there
+        # dies, then comes back (seen at the next interval), and the job
+        # grows to 4 ranks again with two new processes.
+        r = self.run_hr("-np", "4", "--min-np", "2", "-H",
+                        "localhost:2,127.0.0.1:2",
+                        "--blacklist-cooldown-range", "1", "1", ELASTICRANK,
+                        "600", ER_FAIL="2:20:kill", ER_STEP_MS="10",
+                        HOROVOD_ELASTIC_DISCOVERY_INTERVAL="0.1",
+                        timeout=120)
+        self.assertEqual(r.rc, 0, r.describe())
+        got = self.done(r)
+        self.assertEqual(len(got), 4, r.describe())
+        for start, (rank, size, steps, *_rest) in got.items():
+            self.assertEqual((size, steps), (4, 600), r.describe())
+        self.assertIn("host 127.0.0.1 is blacklisted for 1 s", r.err,
+                      r.describe())
+        self.assertEqual(hvdtest.wait_gone(self.marker), [])
+
+    def test_interrupt_ends_the_job_without_resets(self):
+        job = self.start_hr("-np", "4", "--min-np", "2", "-H",
+                            "localhost:2,127.0.0.1:2", ELASTICRANK, "100000",
+                            ER_STEP_MS="5")
+        job.wait_line(lambda l: "ready" in l, count=4, timeout=30)
+        job.signal(signal.SIGINT)
+        self.assertEqual(job.wait(30), 128 + signal.SIGINT, job.describe())
+        self.assertIn("interrupted by SIGINT", job.err, job.describe())
+        self.assertNotIn("blacklisted", job.err, job.describe())
+        self.assertNotIn("the others reset", job.err, job.describe())
         self.assertEqual(hvdtest.wait_gone(self.marker), [])
 
     def test_fifty_resets_leave_nothing(self):

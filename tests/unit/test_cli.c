@@ -459,9 +459,9 @@ Test(cli, elastic_errors)
          "--host-discovery-script cannot be used with --hostfile: the "
          "script lists the hosts; pick one"},
         {{"-np", "2", "--min-np", "1", "x", NULL},
-         "--min-np without --host-discovery-script needs -H or --hostfile "
-         "with at least 2 hosts: Horovod does not run elastic jobs on "
-         "localhost alone"},
+         "--min-np without --host-discovery-script needs the hosts that "
+         "may fail, in -H or --hostfile: Horovod does not run elastic jobs "
+         "on localhost alone"},
         {{"--host-discovery-script", path, "x", NULL},
          "-np is required in elastic mode: the ranks needed to start "
          "(--min-np defaults to it), e.g. horovodrun -np 4 --min-np 2 "

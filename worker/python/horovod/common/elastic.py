@@ -240,13 +240,23 @@ class ObjectState(State):
             setattr(self, k, v)
 
 
+def _sync_needed(skip_sync):
+    """Whether any rank must take rank 0's state: survivors of a removal
+    may skip the sync, but processes that joined since (they waited for
+    hosts with them, Horovod #3494) must sync, and a sync is a collective
+    of every rank. Asked of every rank, each round."""
+    from horovod.common import libhvd
+    return libhvd.any_rank(not skip_sync, "elastic.sync_needed")
+
+
 def run_fn(func, reset):
     """Horovod's elastic loop around func(state, *args, **kwargs), for
     the front ends' ``hvd.elastic.run``; reset is the function that
     leaves and joins the job again (``shutdown(); init()``).
 
     Each round: ``state.sync()`` (skipped after a
-    ``HostsUpdatedInterrupt`` whose ``skip_sync`` is true), then func.
+    ``HostsUpdatedInterrupt`` whose ``skip_sync`` is true, unless a rank
+    that must sync joined meanwhile), then func.
     Its return value is returned. On ``HorovodInternalError`` the state
     is restored to its last commit; on ``HostsUpdatedInterrupt`` it is
     kept. Then ``reset()``, ``state.on_reset()`` and the next round.
@@ -261,7 +271,7 @@ def run_fn(func, reset):
         try:
             while True:
                 try:
-                    if not skip_sync:
+                    if _sync_needed(skip_sync):
                         state.sync()
                     return func(state, *args, **kwargs)
                 except HorovodInternalError:

@@ -107,6 +107,8 @@ _SIG = {
     "hvd_err_name": (_c.c_char_p, [_c.c_int]),
     "hvd_built": (_c.c_int, [_c.c_char_p]),
     "hvd_transport": (_c.c_char_p, []),
+    "hvd_allreduce": (_c.c_int, [_c.c_void_p, _c.c_void_p, _c.c_size_t,
+                                 _c.c_int, _c.c_int, _c.c_char_p]),
     "hvd_host_updates": (_c.c_int, [_c.POINTER(_c.c_uint64)]),
     "hvd_start_timeline": (_c.c_int, [_c.c_char_p, _c.c_int]),
     "hvd_add_process_set": (_c.c_int, [_c.POINTER(_c.c_int), _c.c_int]),
@@ -159,6 +161,16 @@ def host_updates():
     ts = _c.c_uint64(0)
     changes = lib.hvd_host_updates(_c.byref(ts))
     return ts.value, changes
+
+
+def any_rank(flag, name):
+    """Whether flag is true on any rank (a collective of every rank,
+    named name); raises HorovodInternalError when it fails."""
+    mine = _c.c_int32(1 if flag else 0)
+    out = _c.c_int32(0)
+    check(lib.hvd_allreduce(_c.byref(mine), _c.byref(out), 1, INT32, MAX,
+                            name.encode()))
+    return out.value != 0
 
 
 def message(rc):

@@ -78,15 +78,28 @@ class UpdateBatchStateCallback(tf.keras.callbacks.Callback):
 
 class UpdateEpochStateCallback(tf.keras.callbacks.Callback):
     """Keeps state.epoch at the number of epochs finished, counting those
-    of earlier fit() calls of the state."""
+    of earlier fit() calls of the state.
+
+    fit() may be called with ``initial_epoch=state.epoch`` (Keras then
+    numbers the epochs from it) or with ``epochs=N - state.epoch`` (from
+    0): the count starts at the first epoch fit() runs either way, so
+    that state.epoch stays right after a reset (Horovod #2844, where it
+    ran ahead by the epochs done before the reset)."""
 
     def __init__(self, state):
         super().__init__()
         self.state = state
         self.initial_epoch = state.epoch
+        self.first_epoch = None
 
     def on_train_begin(self, logs=None):
         self.initial_epoch = self.state.epoch
+        self.first_epoch = None
+
+    def on_epoch_begin(self, epoch, logs=None):
+        if self.first_epoch is None:
+            self.first_epoch = epoch
 
     def on_epoch_end(self, epoch, logs=None):
-        self.state.epoch = self.initial_epoch + epoch + 1
+        first = epoch if self.first_epoch is None else self.first_epoch
+        self.state.epoch = self.initial_epoch + epoch - first + 1
