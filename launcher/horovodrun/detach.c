@@ -160,6 +160,7 @@ int hr_detach_serve(struct hr_detach *d, const struct hr_opts *o,
     out->tap_arg = *serve;
     /* No terminal: the socket's readers and the files get it all. */
     out->sinks[0].broken = out->sinks[1].broken = 1;
-    ready(d, o, plan->size);
+    /* An elastic job has no rank yet: it starts with -np. */
+    ready(d, o, plan->size > 0 ? plan->size : o->np);
     return 0;
 }

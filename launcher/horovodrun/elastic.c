@@ -621,6 +621,7 @@ int hr_elastic_start(struct hr_job *job)
     }
     job->hosts = &el->hosts;
     job->plan = &el->procs;
+    job->assignment = &el->cur.plan;
     job->rank_ended = on_rank_ended;
     return 0;
 }

@@ -210,9 +210,10 @@ int hr_job_open(struct hr_job *job)
     job->out.on_idle = on_output_idle;
     job->out.arg = job;
     /* Before anything the launch starts holds horovodrun's stderr. */
-    if (job->detach && (rc = hr_detach_serve(job->detach, job->opts, job->loop,
-                                             plan, &job->out, on_stop_request,
-                                             job, &job->serve)) != 0)
+    if (job->detach && (rc = hr_detach_serve(
+                            job->detach, job->opts, job->loop,
+                            job->assignment ? job->assignment : plan, &job->out,
+                            on_stop_request, job, &job->serve)) != 0)
         return rc;
     job->ranks =
         calloc(plan->size > 0 ? (size_t)plan->size : 1, sizeof(*job->ranks));

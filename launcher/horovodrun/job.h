@@ -45,6 +45,9 @@ struct hr_job {
     struct hr_serve *serve;   /* its control socket */
     struct hr_stdin in;
     int nranks; /* entries of ranks: plan->size, which an elastic job grows */
+    /* The ranks as they are now, by rank: plan, or in an elastic job
+     * (whose plan has one entry per process) its current assignment. */
+    const struct hvd_plan *assignment;
     /* Set by a launch that decides itself what a rank's end means (an
      * elastic job): called after the end is recorded, instead of
      * fail-fast. */

@@ -30,6 +30,21 @@ int hr_keep_init(struct hr_keep *k, uint32_t size)
     return 0;
 }
 
+int hr_keep_grow(struct hr_keep *k, uint32_t size)
+{
+    if (size <= k->size)
+        return 0;
+    struct hr_keep_list *l = realloc(k->lists, ((size_t)size + 1) * sizeof(*l));
+    if (l == NULL)
+        return HVD_ENOMEM;
+    /* horovodrun's own list moves to the end. */
+    l[size] = l[k->size];
+    memset(&l[k->size], 0, (size_t)(size - k->size) * sizeof(*l));
+    k->lists = l;
+    k->size = size;
+    return 0;
+}
+
 void hr_keep_close(struct hr_keep *k)
 {
     for (uint32_t i = 0; k->lists && i <= k->size; i++) {

@@ -38,6 +38,9 @@ struct hr_keep_line {
 
 /* 0 or HVD_ENOMEM. */
 int hr_keep_init(struct hr_keep *k, uint32_t size);
+/* Keeps lines of ranks up to size-1 from now on (an elastic job grew);
+ * what is kept stays. 0 or HVD_ENOMEM. */
+int hr_keep_grow(struct hr_keep *k, uint32_t size);
 void hr_keep_close(struct hr_keep *k);
 /*
  * Keeps one line (term an hvd_line_term; cut to HR_KEEP_LINE_MAX); the

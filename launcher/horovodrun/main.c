@@ -41,12 +41,6 @@ int main(int argc, char **argv)
         goto out;
     }
     hvd_log_init("horovodrun", o.verbose);
-    if (o.elastic && o.detach) {
-        hvd_log_error("--detach does not work with an elastic job yet; "
-                      "leave it out");
-        rc = HR_EXIT_USAGE;
-        goto out;
-    }
     /* Runtime tuning travels to the ranks in the environment, which they
      * inherit from horovodrun. */
     if (hr_cli_export_env(&o) != 0) {

@@ -529,7 +529,7 @@ void hr_output_line(struct hr_output *o, uint32_t rank, int stream, int term,
     /* In an elastic job rank is a process, whose rank may change. */
     int now = o->plan->ranks[rank].rank;
     if (o->tap)
-        o->tap(o->tap_arg, rank, stream, term, text, len);
+        o->tap(o->tap_arg, (uint32_t)now, stream, term, text, len);
     int k = stream == HVD_STREAM_STDERR;
     if (o->files && term != HVD_TERM_PREVIEW) {
         static const char *ends[] = {"", "\n", "\r", "\n"};

@@ -133,7 +133,8 @@ struct hr_output {
     void (*on_idle)(void *arg);
     void *arg;
     /* Set by the owner: sees every rank line first (a detached job's
-     * control socket), called with tap_arg. */
+     * control socket), called with tap_arg and the line's rank (in an
+     * elastic job, the rank its process has now). */
     void (*tap)(void *tap_arg, uint32_t rank, int stream, int term,
                 const char *text, size_t len);
     void *tap_arg;

@@ -167,9 +167,14 @@ static void add_line(struct hr_serve *s, const struct hr_keep_line *l)
 void hr_serve_line(void *serve, uint32_t rank, int stream, int term,
                    const char *text, size_t len)
 {
+    struct hr_serve *s = serve;
     const struct hr_keep_line l = {rank, (uint8_t)stream, (uint8_t)term, text,
                                    len};
-    add_line(serve, &l);
+    /* An elastic job's ranks grow beyond the first assignment's. */
+    if (rank >= s->keep.size && rank != HR_KEEP_SELF)
+        hr_keep_grow(&s->keep,
+                     rank + 1 > 2 * s->keep.size ? rank + 1 : 2 * s->keep.size);
+    add_line(s, &l);
 }
 
 /* horovodrun's own messages: to its log file and its readers. */
@@ -188,7 +193,7 @@ static void on_log(void *arg, const char *line, size_t len)
 static struct hr_ctl_frame hello(struct hr_serve *s)
 {
     int n = s->plan->size;
-    int *lr = malloc((size_t)n * sizeof(*lr));
+    int *lr = malloc((n > 0 ? (size_t)n : 1) * sizeof(*lr));
     struct hr_ctl_frame f = {NULL, 0};
     if (lr == NULL)
         return f;
@@ -205,7 +210,8 @@ static void on_logs(struct client *c, struct hvd_rbuf *rb)
     int follow = hvd_rbuf_u8(rb);
     int rank = hvd_rbuf_i32(rb);
     long tail = hvd_rbuf_i32(rb);
-    if (hvd_rbuf_done(rb) != 0 || rank < -1 || rank >= s->plan->size) {
+    if (hvd_rbuf_done(rb) != 0 || rank < -1 ||
+        (rank >= s->plan->size && rank >= (int)s->keep.size)) {
         drop(c);
         return;
     }

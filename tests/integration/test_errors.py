@@ -226,12 +226,7 @@ class UsageErrorTest(hvdtest.TestCase):
         self.assertRc(res, 0)
         self.assertTrue(os.path.exists(os.path.join(self.tmp, "ran")))
         os.unlink(os.path.join(self.tmp, "ran"))
-        # What an elastic job cannot do yet is one line.
-        for opt in (["--detach"],):
-            self.check(["-np", "2", "--min-np", "1", *opt,
-                        "--host-discovery-script", script] + self.touch(),
-                       "%s does not work with an elastic job yet; leave it "
-                       "out" % opt[0])
+
 
 
 class HostfileTest(hvdtest.TestCase):

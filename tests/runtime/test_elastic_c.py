@@ -135,6 +135,42 @@ class ElasticCTest(hvdtest.TestCase):
         self.assertNotIn("the others reset", job.err, job.describe())
         self.assertEqual(hvdtest.wait_gone(self.marker), [])
 
+    def test_detached_job(self):
+        # --detach: ps lists the job, logs show each line under the rank
+        # its process had then, and horovodrun's own lines (the reset).
+        xdg = os.path.join(self.tmp, "xdg")
+        os.mkdir(xdg, 0o700)
+        env = self.env(XDG_RUNTIME_DIR=xdg, ER_FAIL="0:20:kill",
+                       ER_STEP_MS="2")
+        r = hvdtest.run(hvdtest.hr_args(
+            "--detach", "-np", "4", "--min-np", "2", "-H",
+            "localhost:2,127.0.0.1:2", ELASTICRANK, "300"), env=env,
+            cwd=self.tmp)
+        self.assertEqual(r.rc, 0, r.describe())
+        job = r.out.strip()
+
+        def state():
+            ps = hvdtest.run(hvdtest.hr_args("ps"), env=env)
+            for line in ps.out_lines[1:]:
+                f = line.split()
+                if f[0] == job:
+                    return f[1:4]
+            return None
+        st = hvdtest.wait_until(
+            lambda: (lambda s: s if s and s[0] != "running" else None)(
+                state()), 60, 0.2)
+        # "exited 0", then the -np it started with.
+        self.assertEqual(st, ["exited", "0", "4"], st)
+        logs = hvdtest.run(hvdtest.hr_args("logs", job), env=env)
+        self.assertEqual(logs.rc, 0, logs.describe())
+        for start, rank in ((2, 0), (3, 1)):
+            self.assertIn("[%d,%d]<stdout>:elasticrank: start %d rank %d of "
+                          "2: 300 steps" % (rank, rank % 2, start, rank),
+                          logs.out, logs.describe())
+        self.assertIn("host localhost is blacklisted", logs.out + logs.err,
+                      logs.describe())
+        self.assertEqual(hvdtest.wait_gone(self.marker), [])
+
     def test_fifty_resets_leave_nothing(self):
         r = self.run_hr("-np", "2", "--min-np", "2", "-H", "localhost:2",
                         ELASTICRANK, "200", ER_RESET_EVERY="4", timeout=120)

@@ -291,3 +291,24 @@ Test(keep, a_nonzero_return_stops_the_walk)
     cr_expect_eq(calls, 2);
     hr_keep_close(&k);
 }
+
+Test(keep, grown_keeps_what_it_had_and_takes_new_ranks)
+{
+    struct hr_keep k;
+    cr_assert_eq(hr_keep_init(&k, 0), 0);
+    add(&k, 0, HVD_STREAM_STDOUT, HVD_TERM_LF, "dropped");
+    add(&k, HR_KEEP_SELF, HVD_STREAM_STDERR, HVD_TERM_LF, "self 1");
+    cr_assert_eq(hr_keep_grow(&k, 2), 0);
+    add(&k, 1, HVD_STREAM_STDOUT, HVD_TERM_LF, "rank 1");
+    add(&k, HR_KEEP_SELF, HVD_STREAM_STDERR, HVD_TERM_LF, "self 2");
+    cr_assert_eq(hr_keep_grow(&k, 1), 0); /* never shrinks */
+    cr_assert_eq(hr_keep_grow(&k, 5), 0);
+    add(&k, 4, HVD_STREAM_STDOUT, HVD_TERM_LF, "rank 4");
+    cr_assert_eq(walk(&k, -1, -1), 0);
+    cr_assert_eq(ngot, 4);
+    expect_line(0, HR_KEEP_SELF, HVD_STREAM_STDERR, HVD_TERM_LF, "self 1");
+    expect_line(1, 1, HVD_STREAM_STDOUT, HVD_TERM_LF, "rank 1");
+    expect_line(2, HR_KEEP_SELF, HVD_STREAM_STDERR, HVD_TERM_LF, "self 2");
+    expect_line(3, 4, HVD_STREAM_STDOUT, HVD_TERM_LF, "rank 4");
+    hr_keep_close(&k);
+}
