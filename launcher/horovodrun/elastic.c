@@ -689,6 +689,24 @@ int hr_elastic_env(struct hr_elastic *el, int id, struct hvd_strvec *env,
     return 0;
 }
 
+void hr_elastic_status(const struct hr_elastic *el, char *buf, size_t len)
+{
+    buf[0] = '\0';
+    if (el->phase == PH_START) {
+        snprintf(buf, len,
+                 "horovodrun: elastic: waiting for %d slots (%ld found)",
+                 el->job->opts->np,
+                 el->have_found ? hvd_hostlist_slots(&el->found) : 0L);
+    } else if (el->phase == PH_FORMING && el->resets == 0) {
+        int n = el->cur.plan.size, have = 0;
+        for (int i = 0; i < n; i++)
+            have += hr_rdv_registered(&el->g->rdv, el->id_of_rank[i]);
+        if (have < n)
+            snprintf(buf, len, "horovodrun: elastic: %d/%d ranks connected",
+                     have, n);
+    }
+}
+
 int hr_elastic_wanted(const struct hr_elastic *el, int id)
 {
     return el && id < el->procs.size && el->assigned[id] &&

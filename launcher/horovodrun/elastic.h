@@ -2,6 +2,7 @@
 #ifndef HR_ELASTIC_H
 #define HR_ELASTIC_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 #include "launcher/lib/env.h"
@@ -43,6 +44,9 @@ int hr_elastic_env(struct hr_elastic *el, int id, struct hvd_strvec *env,
                    const struct hvd_endpoints *ep);
 /* Whether process id should run: assigned, and not stopped since. */
 int hr_elastic_wanted(const struct hr_elastic *el, int id);
+/* The start-up line (startup.h) while the first assignment waits for its
+ * slots or its ranks; "" once it runs. */
+void hr_elastic_status(const struct hr_elastic *el, char *buf, size_t len);
 /* Whether the controller has ended the job (its agents may then end). */
 int hr_elastic_over(const struct hr_elastic *el);
 /* The summary of how the job ended, printed, and horovodrun's exit code;

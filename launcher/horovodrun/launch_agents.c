@@ -670,6 +670,7 @@ static int agents_start(struct hr_job *job)
         g->start_timer.data = g->ping_timer.data = job;
         g->started = 1;
         uv_timer_start(&g->ping_timer, on_ping, PING_EVERY_MS, PING_EVERY_MS);
+        hr_startup_start(job);
         return hr_elastic_go(job);
     }
     if ((rc = add_agents(job)) != 0)

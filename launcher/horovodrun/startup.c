@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "launcher/horovodrun/elastic.h"
 #include "launcher/horovodrun/job.h"
 #include "launcher/horovodrun/launch_agents.h"
 
@@ -68,6 +69,10 @@ void hr_startup_text(const struct hr_job *job, char *buf, size_t len)
     const struct hr_agents *g = job->launch;
     struct text t = {buf, 0, len};
     buf[0] = '\0';
+    if (g->el) {
+        hr_elastic_status(g->el, buf, len);
+        return;
+    }
     int ready = 0;
     for (int i = 0; i < g->nagents; i++)
         ready += g->agents[i]->hello;

@@ -242,6 +242,27 @@ class TerminalTest(hvdtest.TestCase):
                          "erased once the ranks run")
         self.assertEqual(len([r for r in rows if "rdvidle: rank" in r]), 4)
 
+    def test_elastic_startup_line_waits_for_slots(self):
+        # The discovery script lists no host until the test's go file is
+        # there: the line says what the job waits for, then goes.
+        go = os.path.join(self.tmp, "go")
+        script = os.path.join(self.tmp, "hosts.sh")
+        with open(script, "w") as f:
+            f.write("#!/bin/sh\n[ -e %s ] && echo localhost:2\nexit 0\n"
+                    % shlex.quote(go))
+        os.chmod(script, 0o755)
+        t = self.term("-np", "2", "--host-discovery-script", script,
+                      *sh("echo started $HOROVOD_RANK"),
+                      HOROVOD_ELASTIC_DISCOVERY_INTERVAL="0.1")
+        want = "horovodrun: elastic: waiting for 2 slots (0 found)"
+        t.wait(lambda rows: want in rows, timeout=20)
+        open(go, "w").close()
+        rows = t.wait(lambda rows: t.exit_code(rows) is not None)
+        self.assertEqual(t.exit_code(rows), 0, rows)
+        self.assertFalse([r for r in rows if "waiting for" in r],
+                         "erased once the ranks run")
+        self.assertEqual(len([r for r in rows if "started" in r]), 2, rows)
+
 
 class PipeTest(hvdtest.TestCase):
 
