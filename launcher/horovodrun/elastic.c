@@ -260,7 +260,7 @@ static const struct hr_rdv_cb rdv_cb = {
 static void apply(struct hr_elastic *el, struct hr_eplan *next)
 {
     struct hr_job *job = el->job;
-    int n = next->plan.size, nnew = 0;
+    int n = next->plan.size, first_new = el->procs.size;
     int *ids = malloc((size_t)n * sizeof(*ids));
     struct hvd_rdv_assign *as = malloc((size_t)n * sizeof(*as));
     if (ids == NULL || as == NULL)
@@ -280,7 +280,6 @@ static void apply(struct hr_elastic *el, struct hr_eplan *next)
         int h = host_index(el, next->hosts.hosts[s->host].name);
         if (h < 0 || (id < 0 && (id = new_proc(el)) < 0))
             goto nomem;
-        nnew += prev < 0;
         el->procs.ranks[id] = *s;
         el->procs.ranks[id].host = h;
         el->assigned[id] = 1;
@@ -315,8 +314,14 @@ static void apply(struct hr_elastic *el, struct hr_eplan *next)
     el->phase = PH_FORMING;
     if (hr_rdv_form(&el->g->rdv, el->id_of_rank, as, n) != 0)
         goto nomem;
-    for (size_t h = 0; h < el->cur.hosts.n && nnew > 0; h++)
-        hr_agents_run_host(job, host_index(el, el->cur.hosts.hosts[h].name));
+    /* Each host with new processes, once. */
+    for (int id = first_new; id < el->procs.size; id++) {
+        int h = el->procs.ranks[id].host, seen = 0;
+        for (int j = first_new; j < id && !seen; j++)
+            seen = el->procs.ranks[j].host == h;
+        if (!seen)
+            hr_agents_run_host(job, h);
+    }
     free(as);
     return;
 nomem:

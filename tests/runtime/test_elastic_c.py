@@ -171,6 +171,20 @@ class ElasticCTest(hvdtest.TestCase):
                       logs.describe())
         self.assertEqual(hvdtest.wait_gone(self.marker), [])
 
+    def test_hosts_beyond_max_np_get_no_agent(self):
+        script = os.path.join(self.tmp, "hosts.sh")
+        with open(script, "w") as f:
+            f.write("#!/bin/sh\necho localhost:2\necho 127.0.0.1:2\n")
+        os.chmod(script, 0o755)
+        r = self.run_hr("--verbose", "-np", "2", "--min-np", "2",
+                        "--max-np", "2", "--host-discovery-script", script,
+                        ELASTICRANK, "100", ER_STEP_MS="5",
+                        HOROVOD_ELASTIC_DISCOVERY_INTERVAL="0.1")
+        self.assertEqual(r.rc, 0, r.describe())
+        started = re.findall(r"host (\S+): started hvd-agent", r.err)
+        self.assertEqual(started, ["localhost"], r.describe())
+        self.assertEqual(sorted(self.done(r)), [0, 1], r.describe())
+
     def test_fifty_resets_leave_nothing(self):
         r = self.run_hr("-np", "2", "--min-np", "2", "-H", "localhost:2",
                         ELASTICRANK, "200", ER_RESET_EVERY="4", timeout=120)
