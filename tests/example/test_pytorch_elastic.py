@@ -22,6 +22,7 @@ import re
 import subprocess
 import unittest
 
+from elasticcheck import assert_rank_1_lost
 from torchenv import LIB, PY, PYPATH, ROOT, hvdtest
 
 EXAMPLE = os.path.join(ROOT, "examples", "pytorch_elastic.py")
@@ -110,16 +111,7 @@ class PytorchElasticTest(hvdtest.TestCase):
                                     "--fail-at", "1:1")
         info = r.describe()
         self.assertEqual(r.rc, 0, info)
-        self.assertIn("RuntimeError: pytorch_elastic: process started as "
-                      "rank 1 fails in epoch 1 (--fail-at)", r.out + r.err,
-                      info)
-        warnings = r.warning_lines()
-        self.assertTrue(any("rank 1 on localhost exited with status 1" in w
-                            for w in warnings), info)
-        self.assertTrue(any("host localhost is blacklisted" in w
-                            for w in warnings), info)
-        self.assertEqual([RESET_RE.match(l).group(1) for l in lines
-                          if RESET_RE.match(l)], ["2"], info)
+        assert_rank_1_lost(self, r, lines, "pytorch_elastic", RESET_RE, info)
         self.check_epochs(r, lines, [4, 2, 2])
 
     def test_bad_fail_at(self):

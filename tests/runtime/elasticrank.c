@@ -28,7 +28,6 @@
  *   descriptors A -> B, threads C -> D, weight W
  * with the descriptors and threads before the first hvd_init and after
  * the last hvd_shutdown. */
-#include <dirent.h>
 #include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -37,18 +36,7 @@
 #include <time.h>
 
 #include "hvd.h"
-
-static int count_entries(const char *dir)
-{
-    DIR *d = opendir(dir);
-    int n = 0;
-    if (d == NULL)
-        return -1;
-    for (struct dirent *e; (e = readdir(d)) != NULL;)
-        n += e->d_name[0] != '.';
-    closedir(d);
-    return n - (strcmp(dir, "/proc/self/fd") == 0);
-}
+#include "proccount.h"
 
 static void touch(const char *path)
 {

@@ -11,26 +11,13 @@
  *                   test_reinit.py compares.
  *   reinit twice    calls hvd_init twice whatever the first gave, and says
  *                   how long the second took and why it failed. */
-#include <dirent.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
 #include "hvd.h"
-
-/* Entries of a /proc/self directory (descriptors or threads). */
-static int count_entries(const char *dir)
-{
-    DIR *d = opendir(dir);
-    int n = 0;
-    if (d == NULL)
-        return -1;
-    for (struct dirent *e; (e = readdir(d)) != NULL;)
-        n += e->d_name[0] != '.';
-    closedir(d);
-    return n - (strcmp(dir, "/proc/self/fd") == 0); /* opendir's own */
-}
+#include "proccount.h"
 
 /* Mappings of shared memory: memfd segments and /dev/shm files. */
 static int shm_maps(void)

@@ -24,15 +24,10 @@ import subprocess
 import unittest
 
 import hvdtest
+from elasticcheck import assert_rank_1_lost
+from tfenv import LIB, PY, PYPATH, ROOT
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-ROOT = os.path.dirname(os.path.dirname(HERE))
-PY = os.environ.get("HVD_TF_PYTHON",
-                    os.path.join(ROOT, "build-venv-tf", "bin", "python"))
-PYPATH = os.environ.get("HVD_PYTHONPATH",
-                        os.path.join(ROOT, "worker", "python"))
-LIB = os.environ.get("HVD_LIBRARY",
-                     os.path.join(hvdtest.BUILD, "worker", "libhvd.so"))
 EXAMPLE = os.path.join(ROOT, "examples", "keras_elastic.py")
 
 LINE_RE = re.compile(r"^\[(\d+),(\d+)\]<stdout>:(.*)$")
@@ -123,16 +118,7 @@ class KerasElasticTest(hvdtest.TestCase):
         info = r.describe()
         lines, epochs, done = self.check_run(r.rc, r.out, r.err, [4, 2, 2],
                                              info)
-        self.assertIn("RuntimeError: keras_elastic: process started as "
-                      "rank 1 fails in epoch 1 (--fail-at)", r.out + r.err,
-                      info)
-        warnings = r.warning_lines()
-        self.assertTrue(any("rank 1 on localhost exited with status 1" in w
-                            for w in warnings), info)
-        self.assertTrue(any("host localhost is blacklisted" in w
-                            for w in warnings), info)
-        self.assertEqual([RESET_RE.match(l).group(1) for l in lines
-                          if RESET_RE.match(l)], ["2"], info)
+        assert_rank_1_lost(self, r, lines, "keras_elastic", RESET_RE, info)
         self.check_state_epoch(epochs, done, info)
 
     def test_added_host(self):

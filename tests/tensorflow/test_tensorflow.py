@@ -19,16 +19,9 @@ import subprocess
 import unittest
 
 import hvdtest
+from tfenv import LIB, PY, PYPATH, ROOT
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-
-ROOT = os.path.dirname(os.path.dirname(HERE))
-PY = os.environ.get("HVD_TF_PYTHON",
-                    os.path.join(ROOT, "build-venv-tf", "bin", "python"))
-PYPATH = os.environ.get("HVD_PYTHONPATH",
-                        os.path.join(ROOT, "worker", "python"))
-LIB = os.environ.get("HVD_LIBRARY",
-                     os.path.join(hvdtest.BUILD, "worker", "libhvd.so"))
 
 
 def env(**extra):
