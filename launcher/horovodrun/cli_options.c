@@ -689,12 +689,12 @@ const struct hr_option hr_options[] = {
      ":slots",
      opt_slots_per_host, NULL},
     {"elastic-timeout", NULL, 0, "SEC",
-     "elastic training: seconds to wait for --min-np slots once hosts "
-     "change (default 600, or HOROVOD_ELASTIC_TIMEOUT)",
+     "elastic training: seconds to wait for -np slots at the start and "
+     "--min-np after a reset (default 600, or HOROVOD_ELASTIC_TIMEOUT)",
      opt_elastic_timeout, NULL},
     {"reset-limit", NULL, 0, "N",
-     "elastic training: end the job after N resizes (0: none after the "
-     "start; default no limit)",
+     "elastic training: fail the job at its reset after N resets (0: "
+     "none after the start; default no limit)",
      opt_reset_limit, NULL},
     {"blacklist-cooldown-range", NULL, 0, "MIN MAX",
      "elastic training: keep a failed host out MIN to MAX seconds, longer at "
