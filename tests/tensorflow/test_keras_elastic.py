@@ -20,12 +20,11 @@ rank (the example checks) and leave no process behind.
 import math
 import os
 import re
-import subprocess
 import unittest
 
 import hvdtest
 from elasticcheck import assert_rank_1_lost
-from tfenv import LIB, PY, PYPATH, ROOT
+from tfenv import ELASTIC_ENV, PY, ROOT, require_tf_keras
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 EXAMPLE = os.path.join(ROOT, "examples", "keras_elastic.py")
@@ -39,22 +38,9 @@ RESET_RE = re.compile(r"^keras_elastic: reset: (\d+) ranks$")
 
 RUN_TIMEOUT = 150
 
-EXTRA_ENV = dict(PYTHONPATH=PYPATH, HVD_LIBRARY=LIB,
-                 PYTHONDONTWRITEBYTECODE="1", TF_CPP_MIN_LOG_LEVEL="2",
-                 TF_USE_LEGACY_KERAS=None,
-                 HOROVOD_ELASTIC_DISCOVERY_INTERVAL="0.1")
-
 
 def setUpModule():
-    r = subprocess.run([PY, "-c", "import tensorflow, keras"],
-                       capture_output=True, text=True,
-                       env=hvdtest.base_env(**EXTRA_ENV)) \
-        if os.path.exists(PY) else None
-    if r is None or r.returncode != 0:
-        raise RuntimeError("%s cannot import tensorflow and keras (%s): "
-                           "run scripts/install-deps.sh --tensorflow"
-                           % (PY, r.stderr.strip()[-200:] if r else
-                              "no such file"))
+    require_tf_keras()
 
 
 def rank0_lines(out):
@@ -114,7 +100,7 @@ class KerasElasticTest(hvdtest.TestCase):
         r = self.run_hr(*self.example_args(4, script, 3, "--fail-at", "1:1",
                                            "--batches-per-commit", 3,
                                            "--fake-size", 1024),
-                        timeout=RUN_TIMEOUT, **EXTRA_ENV)
+                        timeout=RUN_TIMEOUT, **ELASTIC_ENV)
         info = r.describe()
         lines, epochs, done = self.check_run(r.rc, r.out, r.err, [4, 2, 2],
                                              info)
@@ -134,7 +120,7 @@ class KerasElasticTest(hvdtest.TestCase):
         epochs = 5
         job = self.start_hr(*self.example_args(2, script, epochs,
                                                "--fake-size", 2048),
-                            **EXTRA_ENV)
+                            **ELASTIC_ENV)
         job.wait_line(lambda l: re.search(r"<stdout>:keras_elastic: epoch 1:",
                                           l) is not None,
                       timeout=RUN_TIMEOUT)

@@ -23,10 +23,9 @@ size (each rank prints a digest) and leave no process behind.
 import math
 import os
 import re
-import subprocess
 
 import hvdtest
-from tfenv import LIB, PY, PYPATH
+from tfenv import ELASTIC_ENV, PY, require_tf_keras
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 SCRIPT = os.path.join(HERE, "tf_elastic.py")
@@ -41,22 +40,9 @@ FINAL_RE = re.compile(r"^tf_elastic: rank (\d+) of (\d+) \(started as "
 
 RUN_TIMEOUT = 150
 
-EXTRA_ENV = dict(PYTHONPATH=PYPATH, HVD_LIBRARY=LIB,
-                 PYTHONDONTWRITEBYTECODE="1", TF_CPP_MIN_LOG_LEVEL="3",
-                 TF_USE_LEGACY_KERAS=None,
-                 HOROVOD_ELASTIC_DISCOVERY_INTERVAL="0.1")
-
 
 def setUpModule():
-    r = subprocess.run([PY, "-c", "import tensorflow, keras"],
-                       capture_output=True, text=True,
-                       env=hvdtest.base_env(**EXTRA_ENV)) \
-        if os.path.exists(PY) else None
-    if r is None or r.returncode != 0:
-        raise RuntimeError("%s cannot import tensorflow and keras (%s): "
-                           "run scripts/install-deps.sh --tensorflow"
-                           % (PY, r.stderr.strip()[-200:] if r else
-                              "no such file"))
+    require_tf_keras()
 
 
 def stdout_lines(out):
@@ -79,7 +65,7 @@ class TfElasticTest(hvdtest.TestCase):
         return self.run_hr("-np", np, "--min-np", min_np, "--max-np", 4,
                            "--host-discovery-script", script,
                            PY, SCRIPT, "--mode", mode, "--epochs", epochs,
-                           *extra, timeout=RUN_TIMEOUT, **EXTRA_ENV)
+                           *extra, timeout=RUN_TIMEOUT, **ELASTIC_ENV)
 
     def check_run(self, r, sizes, started, resets):
         """Checks a finished run: exit 0, nothing left, rank 0's epoch
