@@ -10,6 +10,7 @@
 
 #include "common/envc.h"
 #include "launcher/horovodrun/config.h"
+#include "launcher/lib/clusterhosts.h"
 #include "hvd_build.h"
 #include "hvd_version.h"
 #include "launcher/link/srun.h"
@@ -510,9 +511,10 @@ int hr_cli_parse(struct hr_opts *o, int argc, char **argv, FILE *out, char *err,
         o->launcher = in_slurm ? HR_LAUNCH_SLURM : HR_LAUNCH_SSH;
     if (check_elastic(o, in_slurm, err, errlen) != 0)
         return HR_CLI_USAGE;
-    /* Inside an allocation without a host list, -np defaults to the
-     * allocation's tasks, as with srun and mpirun. */
-    if (o->np == 0 && !(in_slurm && !o->hosts && !o->hostfile)) {
+    /* Inside an allocation or a batch job without a host list, -np
+     * defaults to all its slots, as with srun and mpirun. */
+    if (o->np == 0 && !((in_slurm || hvd_cluster_hosts_var() != NULL) &&
+                        !o->hosts && !o->hostfile)) {
         snprintf(err, errlen,
                  "-np is required: the number of processes to "
                  "start, e.g. horovodrun -np 4 ./train");

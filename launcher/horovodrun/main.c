@@ -7,6 +7,7 @@
 #include "launcher/horovodrun/cli.h"
 #include "launcher/horovodrun/client.h"
 #include "launcher/horovodrun/detach.h"
+#include "launcher/lib/clusterhosts.h"
 #include "launcher/lib/hostspec.h"
 #include "launcher/lib/errcode.h"
 #include "launcher/lib/log.h"
@@ -49,20 +50,38 @@ int main(int argc, char **argv)
         goto out;
     }
 
-    if (o.hosts)
+    /* Where the hosts come from, for --verbose and the max_slots note. */
+    const char *src = "-H";
+    const char *path = NULL;
+    if (o.hosts) {
         rc = hvd_hostlist_parse_spec(&hl, o.hosts, err, sizeof(err));
-    else if (o.hostfile)
-        rc = hvd_hostlist_parse_file(&hl, o.hostfile, err, sizeof(err));
-    else if (hr_slurm_nodelist_var() != NULL)
+    } else if (o.hostfile) {
+        src = "--hostfile";
+        path = o.hostfile;
+        rc = hvd_hostlist_parse_file(&hl, path, err, sizeof(err));
+    } else if ((src = hr_slurm_nodelist_var()) != NULL) {
         rc = hr_slurm_hosts(&hl, err, sizeof(err));
-    else
+    } else if ((src = hvd_cluster_hosts_var()) != NULL) {
+        path = hvd_cluster_var_is_file(src) ? getenv(src) : NULL;
+        rc = hvd_cluster_hosts(&hl, src, err, sizeof(err));
+    } else {
+        src = "the default, this host";
         rc = hvd_hostlist_add(&hl, "localhost", o.np);
+    }
     if (rc != 0) {
         hvd_log_error("%s", err);
         rc = HR_EXIT_USAGE;
         goto out;
     }
-    if (o.np == 0) /* inside a Slurm allocation: all of its tasks */
+    if (hl.max_slots_line != 0)
+        hvd_log_warn("%s:%lu: max_slots is ignored: horovodrun starts -np "
+                     "ranks on the slots only",
+                     path, hl.max_slots_line);
+    hvd_log_info("hosts from %s%s%s%s: %zu host%s, %ld slots", src,
+                 path ? " (" : "", path ? path : "", path ? ")" : "", hl.n,
+                 hl.n == 1 ? "" : "s", hvd_hostlist_slots(&hl));
+    /* Inside an allocation or a batch job: all of its slots. */
+    if (o.np == 0)
         o.np = (int)hvd_hostlist_slots(&hl);
     rc = hvd_plan_build(&plan, &hl, o.np);
     if (rc == HVD_ENOSLOTS) {

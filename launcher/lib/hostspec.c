@@ -71,6 +71,7 @@ void hvd_hostlist_init(struct hvd_hostlist *hl)
         return;
     hl->hosts = NULL;
     hl->n = 0;
+    hl->max_slots_line = 0;
 }
 
 void hvd_hostlist_close(struct hvd_hostlist *hl)
@@ -175,50 +176,85 @@ static int cmp_seen(const void *a, const void *b)
 }
 
 /*
- * Ends a parse that stopped with rc. A repeated host is an error at its
- * second listing, and any other error stopped the parse after every host
- * that was listed; so the repeat whose second listing comes first wins over
- * rc, and the list is cut back to the hosts before it, just as if the parse
- * had stopped there.
+ * Ends a parse that stopped with rc. In -H, and for a host listed before
+ * the parse, a repeated host is an error at its second listing; in a
+ * hostfile a repeat adds its slots to the first listing, as Open MPI does
+ * and as PBS_NODEFILE needs (one line per slot), unless the sum passes
+ * HVD_MAX_SLOTS. Any other error stopped the parse after every listed
+ * host, so the error whose listing comes first wins over rc, and the list
+ * is cut back to the hosts before it, just as if the parse had stopped
+ * there; only the repeats before that cut are then merged.
  */
 static int parser_finish(struct parser *ps, int rc)
 {
     struct hvd_hostlist *hl = ps->hl;
-    const struct seen *s = ps->seen;
+    struct seen *s = ps->seen;
     const struct seen *first = NULL;
-    const struct seen *dup = NULL;
+    const struct seen *bad = NULL; /* the earliest error listing */
+    int over = 0;                  /* bad passes the slot maximum */
+    size_t cut = hl->n;
     size_t run = 0;
     size_t i;
+    size_t j;
+    long sum = 0;
 
     if (ps->nseen > 1)
         qsort(ps->seen, ps->nseen, sizeof(*s), cmp_seen);
-    for (i = 1; i < ps->nseen; i++) {
-        if (strcmp(s[i].name, s[run].name) != 0) {
+    for (i = 0; i < ps->nseen; i++) {
+        if (i == 0 || strcmp(s[i].name, s[run].name) != 0) {
             run = i;
-        } else if (s[i].pos >= ps->before &&
-                   (dup == NULL || s[i].pos < dup->pos)) {
-            dup = &s[i];
+            sum = hl->hosts[s[i].pos].slots;
+            continue;
+        }
+        if (s[i].pos < ps->before || (bad != NULL && s[i].pos >= bad->pos))
+            continue;
+        sum += hl->hosts[s[i].pos].slots;
+        if (ps->fname == NULL || s[run].pos < ps->before ||
+            (sum > HVD_MAX_SLOTS &&
+             sum - hl->hosts[s[i].pos].slots <= HVD_MAX_SLOTS)) {
+            bad = &s[i];
             first = &s[run];
+            over = ps->fname != NULL && s[run].pos >= ps->before;
         }
     }
-    if (dup != NULL) {
+    if (bad != NULL) {
+        cut = bad->pos;
         if (ps->fname == NULL)
             hvd_seterr(ps->err, ps->errlen,
                        "host '%s' appears more than once in -H; list each host "
                        "once with all its slots",
-                       dup->name);
-        else if (first->line != 0)
+                       bad->name);
+        else if (over)
             hvd_seterr(ps->err, ps->errlen,
-                       "%s:%lu: host '%s' is listed again (first on line %lu)",
-                       ps->fname, dup->line, dup->name, first->line);
+                       "%s:%lu: host '%s' adds up to more than %d slots "
+                       "(first on line %lu)",
+                       ps->fname, bad->line, bad->name, HVD_MAX_SLOTS,
+                       first->line);
         else
             hvd_seterr(ps->err, ps->errlen,
                        "%s:%lu: host '%s' is already in the host list",
-                       ps->fname, dup->line, dup->name);
-        while (hl->n > dup->pos)
-            free(hl->hosts[--hl->n].name);
-        rc = HVD_EDUP;
+                       ps->fname, bad->line, bad->name);
+        rc = over ? HVD_ERANGE : HVD_EDUP;
     }
+    /* Merge the repeats before the cut into their first listing; a merged
+     * listing is marked by 0 slots, then dropped. */
+    for (i = 1, run = 0; ps->fname != NULL && i < ps->nseen; i++) {
+        if (strcmp(s[i].name, s[run].name) != 0) {
+            run = i;
+        } else if (s[i].pos < cut) {
+            hl->hosts[s[run].pos].slots += hl->hosts[s[i].pos].slots;
+            hl->hosts[s[i].pos].slots = 0;
+        }
+    }
+    while (hl->n > cut)
+        free(hl->hosts[--hl->n].name);
+    for (i = j = ps->before; i < hl->n; i++) {
+        if (hl->hosts[i].slots == 0)
+            free(hl->hosts[i].name);
+        else
+            hl->hosts[j++] = hl->hosts[i];
+    }
+    hl->n = j;
     if (rc == HVD_ENOMEM)
         hvd_seterr(ps->err, ps->errlen, "out of memory");
     free(ps->seen);
@@ -279,6 +315,35 @@ static int make_name(const char *s, size_t len, char **out)
     name[ulen + hlen] = '\0';
     *out = name;
     return 0;
+}
+
+int hvd_hostlist_merge(struct hvd_hostlist *hl, const char *name, size_t len,
+                       int slots)
+{
+    char *copy;
+    size_t i;
+    int rc;
+
+    if (hl == NULL || name == NULL)
+        return HVD_EINVAL;
+    if (slots < 1 || slots > HVD_MAX_SLOTS)
+        return HVD_ERANGE;
+    rc = make_name(name, len, &copy);
+    if (rc < 0)
+        return rc;
+    for (i = 0; i < hl->n && strcmp(hl->hosts[i].name, copy) != 0; i++)
+        ;
+    if (i < hl->n) {
+        free(copy);
+        if (hl->hosts[i].slots > HVD_MAX_SLOTS - slots)
+            return HVD_ERANGE;
+        hl->hosts[i].slots += slots;
+        return 0;
+    }
+    rc = append(hl, copy, slots);
+    if (rc < 0)
+        free(copy);
+    return rc;
 }
 
 /*
@@ -395,18 +460,53 @@ static const char *skip(const char *p, const char *end, int blank)
     return p;
 }
 
-/* Parses hostfile line no, "host [slots=N]", and appends its host. */
+/*
+ * If [*p, end) starts with the option key ("slots=" or "max_slots="),
+ * parses its value up to the next blank, moves *p past it and returns 1
+ * (0 if another word is there); a bad value is an error in *rc, with a
+ * message.
+ */
+static int option(struct parser *ps, unsigned long no, const char **p,
+                  const char *end, const char *key, int *val, int *rc)
+{
+    size_t klen = strlen(key);
+    const char *v = *p + klen;
+    const char *v_end;
+    char q[HVD_QUOTE_MAX + 1];
+
+    if ((size_t)(end - *p) < klen || memcmp(*p, key, klen) != 0)
+        return 0;
+    v_end = skip(v, end, 0);
+    *rc = parse_slots(v, (size_t)(v_end - v), val);
+    if (*rc < 0) {
+        hvd_quote(q, v, (size_t)(v_end - v));
+        hvd_seterr(ps->err, ps->errlen,
+                   "%s:%lu: %.*s must be a positive integer up to %d, got "
+                   "'%s'",
+                   ps->fname, no, (int)klen - 1, key, HVD_MAX_SLOTS, q);
+    }
+    *p = skip(v_end, end, 1);
+    return 1;
+}
+
+/*
+ * Parses hostfile line no, "host", "host:N" or "host slots=N [max_slots=M]"
+ * (the forms Open MPI, MPICH and PBS write), and appends its host.
+ */
 static int parse_line(struct parser *ps, unsigned long no, const char *s,
                       size_t len)
 {
     const char *end = s + len;
     const char *hash;
     const char *word_end;
-    const char *opt; /* "slots=N", if the line has more than a name */
-    const char *colon;
+    const char *name_end;
+    const char *opt;
     char q[HVD_QUOTE_MAX + 1];
     char *name = NULL;
     int slots = 1;
+    int max_slots = 0;
+    int n_slots = 0; /* how many ways the line gave its slots */
+    int n_max = 0;
     int rc = 0;
 
     /* Lines end in "\n" or "\r\n"; the last one may end in neither. */
@@ -426,32 +526,54 @@ static int parse_line(struct parser *ps, unsigned long no, const char *s,
         return 0;
 
     word_end = skip(s, end, 0);
+    /* "name:N": the bracket ends an IPv6 name; unbracketed, one colon is
+     * host:N, while IPv6 has at least two and no slot count. */
+    name_end = memchr(s, '[', (size_t)(word_end - s));
+    if (name_end != NULL)
+        name_end = memchr(name_end, ']', (size_t)(word_end - name_end));
+    if (name_end != NULL)
+        name_end++;
+    else if ((name_end = memchr(s, ':', (size_t)(word_end - s))) == NULL ||
+             memchr(name_end + 1, ':', (size_t)(word_end - name_end - 1)))
+        name_end = word_end;
+    if (name_end < word_end) {
+        n_slots++;
+        if (*name_end != ':' ||
+            parse_slots(name_end + 1, (size_t)(word_end - name_end - 1),
+                        &slots) == HVD_EPARSE)
+            rc = HVD_EPARSE;
+    }
     opt = skip(word_end, end, 1);
-    if (opt < end && (end - opt < 6 || memcmp(opt, "slots=", 6) != 0 ||
-                      skip(opt, end, 0) < end))
+    while (rc == 0 && opt < end) {
+        if (option(ps, no, &opt, end, "slots=", &slots, &rc))
+            n_slots++;
+        else if (option(ps, no, &opt, end, "max_slots=", &max_slots, &rc))
+            n_max++;
+        else
+            rc = HVD_EPARSE;
+    }
+    if (rc == 0 && (n_slots > 1 || n_max > 1))
         rc = HVD_EPARSE;
-    /* One colon is host:slots written the -H way; IPv6 has at least two. */
-    colon = memchr(s, ':', (size_t)(word_end - s));
-    if (colon != NULL && memchr(s, '[', (size_t)(word_end - s)) == NULL &&
-        memchr(colon + 1, ':', (size_t)(word_end - colon - 1)) == NULL)
-        rc = HVD_EPARSE;
+    if (rc == 0 && (slots < 1 || slots > HVD_MAX_SLOTS)) {
+        hvd_quote(q, name_end + 1, (size_t)(word_end - name_end - 1));
+        hvd_seterr(ps->err, ps->errlen,
+                   "%s:%lu: slots must be a positive integer up to %d, got "
+                   "'%s'",
+                   ps->fname, no, HVD_MAX_SLOTS, q);
+        rc = HVD_ERANGE;
+    }
     if (rc == 0)
-        rc = make_name(s, (size_t)(word_end - s), &name);
-    if (rc == HVD_EPARSE) {
+        rc = make_name(s, (size_t)(name_end - s), &name);
+    if (rc == HVD_EPARSE && ps->err != NULL && ps->errlen > 0 &&
+        ps->err[0] == '\0') {
         hvd_quote(q, s, (size_t)(end - s));
         hvd_seterr(ps->err, ps->errlen,
-                   "%s:%lu: expected 'host slots=N', got '%s'", ps->fname, no,
-                   q);
-    } else if (rc == 0 && opt < end) {
-        rc = parse_slots(opt + 6, (size_t)(end - opt - 6), &slots);
-        if (rc < 0) {
-            hvd_quote(q, opt + 6, (size_t)(end - opt - 6));
-            hvd_seterr(ps->err, ps->errlen,
-                       "%s:%lu: slots must be a positive integer up to %d, got "
-                       "'%s'",
-                       ps->fname, no, HVD_MAX_SLOTS, q);
-        }
+                   "%s:%lu: expected 'host', 'host:N' or 'host slots=N', got "
+                   "'%s'",
+                   ps->fname, no, q);
     }
+    if (rc == 0 && n_max > 0 && ps->hl->max_slots_line == 0)
+        ps->hl->max_slots_line = no;
     if (rc == 0)
         rc = add_host(ps, name, slots, no);
     if (rc == 0)

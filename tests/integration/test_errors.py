@@ -126,11 +126,12 @@ class UsageErrorTest(hvdtest.TestCase):
         path = self.hostfile("# hosts\n\nlocalhost slots=2\n"
                              "bogus line here\n")
         self.check(["-np", "1", "--hostfile", path] + self.touch(),
-                   "%s:4: expected 'host slots=N', got 'bogus line here'"
-                   % path)
-        path = self.hostfile("localhost:2\n", "hosts2")
+                   "%s:4: expected 'host', 'host:N' or 'host slots=N', got "
+                   "'bogus line here'" % path)
+        path = self.hostfile("localhost:x\n", "hosts2")
         self.check(["-np", "1", "--hostfile", path] + self.touch(),
-                   "%s:1: expected 'host slots=N', got 'localhost:2'" % path)
+                   "%s:1: expected 'host', 'host:N' or 'host slots=N', got "
+                   "'localhost:x'" % path)
         path = self.hostfile("\n\nlocalhost slots=x\n", "hosts3")
         self.check(["-np", "1", "--hostfile", path] + self.touch(),
                    contains=["%s:3: " % path, "'x'"])
@@ -143,12 +144,14 @@ class UsageErrorTest(hvdtest.TestCase):
         self.check(["-np", "1", "--hostfile", path] + self.touch(),
                    "%s: the hostfile lists no hosts" % path)
 
-    def test_hostfile_duplicate_host(self):
-        path = self.hostfile("localhost slots=1\n127.0.0.1 slots=1\n"
-                             "# again:\nlocalhost slots=2\n")
+    def test_hostfile_host_adding_up_past_the_limit(self):
+        # Repeated lines add up (as in Open MPI, and PBS_NODEFILE's one
+        # line per slot), to at most 65536 slots a host.
+        path = self.hostfile("localhost slots=65536\n127.0.0.1\n"
+                             "# again:\nlocalhost\n")
         self.check(["-np", "1", "--hostfile", path] + self.touch(),
-                   "%s:4: host 'localhost' is listed again (first on line 1)"
-                   % path)
+                   "%s:4: host 'localhost' adds up to more than 65536 slots "
+                   "(first on line 1)" % path)
 
     def test_hostfile_too_few_slots(self):
         path = self.hostfile("localhost slots=2\n")

@@ -327,6 +327,9 @@ Test(hostspec, add_many_and_close_reuse)
 
 /* Hostfile text. */
 
+/* The start of the message for a line of no known form. */
+#define EXPECTED "expected 'host', 'host:N' or 'host slots=N', got"
+
 Test(hostspec, text_basic)
 {
     cr_assert_eq(text("a slots=2\n"
@@ -372,21 +375,24 @@ Test(hostspec, text_malformed_lines)
         const char *in;
         const char *msg;
     } cases[] = {
-        {"a slots=2 extra\n",
-         "hf:1: expected 'host slots=N', got 'a slots=2 extra'"},
-        {"a max_slots=4\n", "hf:1: expected 'host slots=N', got "
-                            "'a max_slots=4'"},
-        {"a SLOTS=2\n", "hf:1: expected 'host slots=N', got 'a SLOTS=2'"},
-        {"a slots = 2\n", "hf:1: expected 'host slots=N', got 'a slots = 2'"},
-        {"a slots\n", "hf:1: expected 'host slots=N', got 'a slots'"},
-        {"host:4\n", "hf:1: expected 'host slots=N', got 'host:4'"},
-        {"slots=4\n", "hf:1: expected 'host slots=N', got 'slots=4'"},
-        {"ok\n\n# c\n  a b c   # note\n",
-         "hf:4: expected 'host slots=N', got 'a b c'"},
-        {"a,b slots=2\n", "hf:1: expected 'host slots=N', got 'a,b slots=2'"},
-        {"[::1 slots=2\n", "hf:1: expected 'host slots=N', got '[::1 slots=2'"},
-        {"a\x1b[31m\n", "hf:1: expected 'host slots=N', got 'a?[31m'"},
-        {"a\vb\n", "hf:1: expected 'host slots=N', got 'a?b'"},
+        {"a slots=2 extra\n", "hf:1: " EXPECTED " 'a slots=2 extra'"},
+        {"a max_slots=4 max_slots=5\n",
+         "hf:1: " EXPECTED " 'a max_slots=4 max_slots=5'"},
+        {"a slots=1 slots=2\n", "hf:1: " EXPECTED " 'a slots=1 slots=2'"},
+        {"a:2 slots=2\n", "hf:1: " EXPECTED " 'a:2 slots=2'"},
+        {"a:x\n", "hf:1: " EXPECTED " 'a:x'"},
+        {"a:\n", "hf:1: " EXPECTED " 'a:'"},
+        {"[::1]x\n", "hf:1: " EXPECTED " '[::1]x'"},
+        {"[::1]:2:3\n", "hf:1: " EXPECTED " '[::1]:2:3'"},
+        {"a SLOTS=2\n", "hf:1: " EXPECTED " 'a SLOTS=2'"},
+        {"a slots = 2\n", "hf:1: " EXPECTED " 'a slots = 2'"},
+        {"a slots\n", "hf:1: " EXPECTED " 'a slots'"},
+        {"slots=4\n", "hf:1: " EXPECTED " 'slots=4'"},
+        {"ok\n\n# c\n  a b c   # note\n", "hf:4: " EXPECTED " 'a b c'"},
+        {"a,b slots=2\n", "hf:1: " EXPECTED " 'a,b slots=2'"},
+        {"[::1 slots=2\n", "hf:1: " EXPECTED " '[::1 slots=2'"},
+        {"a\x1b[31m\n", "hf:1: " EXPECTED " 'a?[31m'"},
+        {"a\vb\n", "hf:1: " EXPECTED " 'a?b'"},
     };
     size_t i;
 
@@ -439,18 +445,94 @@ Test(hostspec, text_line_numbers_count_every_line)
     cr_assert_eq(hl.n, 2);
 }
 
-Test(hostspec, text_duplicates)
+Test(hostspec, text_repeats_add_up)
 {
-    cr_assert_eq(text("a\nb\n# x\na slots=2\n"), HVD_EDUP);
-    cr_assert_str_eq(err, "hf:4: host 'a' is listed again (first on line 1)");
+    /* PBS_NODEFILE's form: one line per slot, first appearance orders. */
+    cr_assert_eq(text("n2\nn1.example.org\nn2\n# x\nn2 slots=2\n"
+                      "n1.example.org:3\n"),
+                 0);
+    cr_assert_eq(hl.n, 2);
+    expect_host(0, "n2", 4);
+    expect_host(1, "n1.example.org", 4);
     hvd_hostlist_close(&hl);
-    cr_assert_eq(text("x\n[::1] slots=2\n\n::1\n"), HVD_EDUP);
-    cr_assert_str_eq(err, "hf:4: host '::1' is listed again (first on line 2)");
+    cr_assert_eq(text("x\n[::1] slots=2\n\n::1\n[::1]:3\n"), 0);
+    cr_assert_eq(hl.n, 2);
+    expect_host(1, "::1", 6);
+    hvd_hostlist_close(&hl);
+    /* The sum has the same limit as one line. */
+    cr_assert_eq(text("a slots=65536\nb\na\n"), HVD_ERANGE);
+    cr_assert_str_eq(err, "hf:3: host 'a' adds up to more than 65536 slots "
+                          "(first on line 1)");
+    cr_assert_eq(hl.n, 2);
+    expect_host(0, "a", 65536);
+    hvd_hostlist_close(&hl);
+    /* The error that comes first wins, and only repeats before it count. */
+    cr_assert_eq(text("a slots=65536\nb\nb\nc slots=0\na\n"), HVD_ERANGE);
+    cr_assert_str_eq(err, "hf:4: slots must be a positive integer up to "
+                          "65536, got '0'");
+    cr_assert_eq(hl.n, 2);
+    expect_host(1, "b", 2);
+    hvd_hostlist_close(&hl);
+    cr_assert_eq(text("a slots=65536\nb\nb\na\nc slots=0\n"), HVD_ERANGE);
+    cr_assert_str_eq(err, "hf:4: host 'a' adds up to more than 65536 slots "
+                          "(first on line 1)");
+    cr_assert_eq(hl.n, 2);
+    expect_host(1, "b", 2);
     hvd_hostlist_close(&hl);
     /* A host that was in the list before this file has no line. */
     cr_assert_eq(hvd_hostlist_add(&hl, "pre", 1), 0);
     cr_assert_eq(text("z\npre\n"), HVD_EDUP);
     cr_assert_str_eq(err, "hf:2: host 'pre' is already in the host list");
+}
+
+Test(hostspec, text_cluster_forms)
+{
+    cr_assert_eq(text("n1 slots=4 max_slots=8\nn2 max_slots=2 slots=2\n"
+                      "n3:2\n[::1]:2\nn4\nn5.cluster.local\n"),
+                 0);
+    cr_assert_str_eq(err, "");
+    cr_assert_eq(hl.n, 6);
+    expect_host(0, "n1", 4);
+    expect_host(1, "n2", 2);
+    expect_host(2, "n3", 2);
+    expect_host(3, "::1", 2);
+    expect_host(4, "n4", 1);
+    expect_host(5, "n5.cluster.local", 1);
+    /* The caller warns once, naming the first line with max_slots. */
+    cr_assert_eq(hl.max_slots_line, 1);
+    hvd_hostlist_close(&hl);
+    cr_assert_eq(hl.max_slots_line, 0);
+    cr_assert_eq(text("a\nb max_slots=1\nc max_slots=3\n"), 0);
+    cr_assert_eq(hl.max_slots_line, 2);
+    hvd_hostlist_close(&hl);
+    cr_assert_eq(text("a max_slots=0\n"), HVD_ERANGE);
+    cr_assert_str_eq(err, "hf:1: max_slots must be a positive integer up to "
+                          "65536, got '0'");
+    hvd_hostlist_close(&hl);
+    cr_assert_eq(text("a:0\n"), HVD_ERANGE);
+    cr_assert_str_eq(err, "hf:1: slots must be a positive integer up to "
+                          "65536, got '0'");
+    hvd_hostlist_close(&hl);
+    cr_assert_eq(text("u@h:3\n"), 0);
+    expect_host(0, "u@h", 3);
+}
+
+Test(hostspec, merge)
+{
+    cr_assert_eq(hvd_hostlist_merge(&hl, "a b", 1, 2), 0);
+    cr_assert_eq(hvd_hostlist_merge(&hl, "b", 1, 1), 0);
+    cr_assert_eq(hvd_hostlist_merge(&hl, "a", 1, 3), 0);
+    cr_assert_eq(hl.n, 2);
+    expect_host(0, "a", 5);
+    expect_host(1, "b", 1);
+    cr_assert_eq(hvd_hostlist_merge(&hl, "a", 1, 65532), HVD_ERANGE);
+    expect_host(0, "a", 5);
+    cr_assert_eq(hvd_hostlist_merge(&hl, "a", 1, 65531), 0);
+    cr_assert_eq(hvd_hostlist_merge(&hl, "a,", 2, 1), HVD_EPARSE);
+    cr_assert_eq(hvd_hostlist_merge(&hl, "", 0, 1), HVD_EPARSE);
+    cr_assert_eq(hvd_hostlist_merge(&hl, "c", 1, 0), HVD_ERANGE);
+    cr_assert_eq(hvd_hostlist_merge(NULL, "c", 1, 1), HVD_EINVAL);
+    cr_assert_eq(hl.n, 2);
 }
 
 Test(hostspec, text_no_hosts)
@@ -479,14 +561,14 @@ Test(hostspec, text_nul_byte_is_malformed)
     cr_assert_eq(hvd_hostlist_parse_text(&hl, in, sizeof(in) - 1, "hf", err,
                                          sizeof(err)),
                  HVD_EPARSE);
-    cr_assert_str_eq(err, "hf:2: expected 'host slots=N', got 'b?c slots=2'");
+    cr_assert_str_eq(err, "hf:2: " EXPECTED " 'b?c slots=2'");
     cr_assert_eq(hl.n, 1);
     hvd_hostlist_close(&hl);
     /* Even inside a comment, a NUL means this is no text file. */
     cr_assert_eq(hvd_hostlist_parse_text(&hl, in2, sizeof(in2) - 1, "hf", err,
                                          sizeof(err)),
                  HVD_EPARSE);
-    cr_assert_str_eq(err, "hf:1: expected 'host slots=N', got 'a'");
+    cr_assert_str_eq(err, "hf:1: " EXPECTED " 'a'");
 }
 
 Test(hostspec, text_long_line_is_truncated)
@@ -499,8 +581,7 @@ Test(hostspec, text_long_line_is_truncated)
     cr_assert_eq(text(line), HVD_EPARSE);
     memset(want, 'x', 80);
     want[80] = '\0';
-    cr_assert_eq(strlen(err),
-                 strlen("hf:1: expected 'host slots=N', got ''") + 80);
+    cr_assert_eq(strlen(err), strlen("hf:1: " EXPECTED " ''") + 80);
     cr_assert(strstr(err, want) != NULL);
     cr_assert(strstr(err, "y z") == NULL);
 
@@ -509,8 +590,7 @@ Test(hostspec, text_long_line_is_truncated)
     memset(line, 'x', 79);
     strcpy(line + 79, "\xc3\xa9 y z\n");
     cr_assert_eq(text(line), HVD_EPARSE);
-    snprintf(want, sizeof(want), "hf:1: expected 'host slots=N', got '%.79s'",
-             line);
+    snprintf(want, sizeof(want), "hf:1: " EXPECTED " '%.79s'", line);
     cr_assert_str_eq(err, want);
 }
 
@@ -539,10 +619,13 @@ Test(hostspec, text_many_hosts)
     cr_assert_eq(hl.n, n);
     expect_host(n - 1, "host49999", 8);
     hvd_hostlist_close(&hl);
-    strcpy(s + off, "host4321\n");
-    cr_assert_eq(text(s), HVD_EDUP);
-    cr_assert_str_eq(err, "hf:50001: host 'host4321' is listed again (first "
-                          "on line 4322)");
+    /* Many repeats merge in one pass, not one search per line. */
+    off = 0;
+    for (i = 0; i < n; i++)
+        off += (size_t)sprintf(s + off, "host%zu\nhost%zu:2\n", i % 100, i % 7);
+    cr_assert_eq(text(s), 0);
+    cr_assert_eq(hl.n, 100);
+    cr_assert_eq(hvd_hostlist_slots(&hl), 3 * (long)n);
     free(s);
 }
 
@@ -594,14 +677,15 @@ Test(hostspec, file_messages_name_the_path, .init = file_setup,
 {
     char path[128];
     char want[256];
-    static const char body[] = "node1 slots=4\nnode1\n";
+    static const char body[] = "node1 slots=4\nnode1\nnode2 slots=x\n";
 
     snprintf(path, sizeof(path), "%s/hosts", tmpdir);
     write_file(path, body, sizeof(body) - 1);
     cr_assert_eq(hvd_hostlist_parse_file(&hl, path, err, sizeof(err)),
-                 HVD_EDUP);
+                 HVD_EPARSE);
     snprintf(want, sizeof(want),
-             "%s:2: host 'node1' is listed again (first on line 1)", path);
+             "%s:3: slots must be a positive integer up to 65536, got 'x'",
+             path);
     cr_assert_str_eq(err, want);
 
     hvd_hostlist_close(&hl);
