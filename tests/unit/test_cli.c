@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include "launcher/horovodrun/cli.h"
+#include "tmppath.h"
 
 static char errbuf[512];
 static struct hr_opts o;
@@ -263,7 +264,7 @@ Test(cli, refused_options)
 /* A file of mode mode for --host-discovery-script; unlink it after. */
 static const char *script(char *path, size_t len, mode_t mode)
 {
-    snprintf(path, len, "/tmp/hvdtest-cli-XXXXXX");
+    tmp_template(path, len, "hvdtest-cli");
     int fd = mkstemp(path);
     cr_assert_geq(fd, 0);
     cr_assert_eq(write(fd, "#!/bin/sh\necho a:1\n", 20), 20);
@@ -393,7 +394,8 @@ Test(cli, elastic_options_without_elastic_mode_warn)
 
 Test(cli, elastic_errors)
 {
-    char path[64], noexec[64], dir[] = "/tmp/hvdtest-cli-dir-XXXXXX";
+    char path[64], noexec[64], dir[64];
+    tmp_template(dir, sizeof(dir), "hvdtest-cli-dir");
     char missing[80], msg[5][256];
     script(path, sizeof(path), 0755);
     script(noexec, sizeof(noexec), 0644);
@@ -491,7 +493,8 @@ Test(cli, elastic_errors)
 /* controller: mpi in a --config-file is --mpi. */
 Test(cli, elastic_refuses_the_config_files_mpi)
 {
-    char cfg[] = "/tmp/hvdtest-cli-cfg-XXXXXX";
+    char cfg[64];
+    tmp_template(cfg, sizeof(cfg), "hvdtest-cli-cfg");
     int fd = mkstemp(cfg);
     cr_assert_geq(fd, 0);
     cr_assert_eq(write(fd, "controller: mpi\n", 16), 16);

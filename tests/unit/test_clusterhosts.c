@@ -8,6 +8,7 @@
 
 #include "launcher/lib/clusterhosts.h"
 #include "launcher/lib/errcode.h"
+#include "tmppath.h"
 
 static struct hvd_hostlist hl;
 static char err[512];
@@ -137,7 +138,7 @@ static const char *tmpfile_with(const char *text)
     static char path[64];
     int fd;
 
-    strcpy(path, "/tmp/hvd_clusterhosts_XXXXXX");
+    tmp_template(path, sizeof(path), "hvd-clusterhosts");
     fd = mkstemp(path);
     cr_assert_geq(fd, 0);
     cr_assert_eq(write(fd, text, strlen(text)), (ssize_t)strlen(text));

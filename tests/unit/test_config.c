@@ -7,6 +7,7 @@
 
 #include "launcher/horovodrun/cli.h"
 #include "launcher/horovodrun/config.h"
+#include "tmppath.h"
 
 static char errbuf[512];
 static struct hr_opts o;
@@ -18,8 +19,7 @@ static void setup(void)
     unsetenv("HOROVOD_START_TIMEOUT");
     unsetenv("SLURM_JOB_NODELIST");
     unsetenv("SLURM_NODELIST");
-    /* mkdtemp's template: it replaces the trailing six X's itself. */
-    snprintf(dir, sizeof(dir), "/tmp/hvd-test-config-XXXXXX");
+    tmp_template(dir, sizeof(dir), "hvd-test-config");
     cr_assert_not_null(mkdtemp(dir));
     snprintf(path, sizeof(path), "%s/horovod.yaml", dir);
 }

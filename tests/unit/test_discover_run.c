@@ -19,6 +19,7 @@
 
 #include "common/hvd_err.h"
 #include "launcher/horovodrun/discover_run.h"
+#include "tmppath.h"
 
 static uv_loop_t loop;
 static uv_timer_t guard; /* ends a run of the loop that takes too long */
@@ -43,7 +44,7 @@ static void setup(void)
     /* Orphans of killed groups come back to this process, which reaps
      * them, so that a group's end does not wait for init. */
     prctl(PR_SET_CHILD_SUBREAPER, 1);
-    snprintf(dir, sizeof(dir), "/tmp/hr-discover-XXXXXX");
+    tmp_template(dir, sizeof(dir), "hr-discover");
     cr_assert_not_null(mkdtemp(dir));
     cr_assert_eq(uv_loop_init(&loop), 0);
     uv_timer_init(&loop, &guard);

@@ -12,6 +12,7 @@
 
 #include "launcher/lib/hostspec.h"
 #include "launcher/lib/errcode.h"
+#include "tmppath.h"
 
 #define MALFORMED_TAIL "': expected host:slots with slots a positive integer"
 
@@ -636,7 +637,7 @@ static char tmpdir[64];
 static void file_setup(void)
 {
     setup();
-    strcpy(tmpdir, "/tmp/hvd_hostspec_XXXXXX");
+    tmp_template(tmpdir, sizeof(tmpdir), "hvd-hostspec");
     cr_assert_not_null(mkdtemp(tmpdir));
 }
 
