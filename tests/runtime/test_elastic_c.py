@@ -185,6 +185,53 @@ class ElasticCTest(hvdtest.TestCase):
         self.assertEqual(started, ["localhost"], r.describe())
         self.assertEqual(sorted(self.done(r)), [0, 1], r.describe())
 
+    def script(self, body):
+        path = os.path.join(self.tmp, "hosts.sh")
+        with open(path, "w") as f:
+            f.write("#!/bin/sh\n" + body)
+        os.chmod(path, 0o755)
+        return path
+
+    def test_discovery_failing_first_ends_the_job(self):
+        path = self.script("echo 'no hosts: boom' >&2\nexit 3\n")
+        r = self.run_hr("-np", "2", "--host-discovery-script", path,
+                        ELASTICRANK, "10")
+        self.assertEqual(r.rc, 2, r.describe())
+        self.assertEqual(r.error_lines(),
+                         ["horovodrun: error: elastic: host discovery script "
+                          "'%s' exited with status 3: no hosts: boom" % path],
+                         r.describe())
+        self.assertEqual(self.done(r), {}, r.describe())
+
+    def test_too_few_slots_at_the_start(self):
+        path = self.script("echo localhost:1\n")
+        r = self.run_hr("-np", "2", "--host-discovery-script", path,
+                        "--elastic-timeout", "1", ELASTICRANK, "10")
+        self.assertEqual(r.rc, 1, r.describe())
+        self.assertIn("elastic: fewer than 2 slots were available for 1 s "
+                      "(--elastic-timeout)", r.err, r.describe())
+        self.assertEqual(self.done(r), {}, r.describe())
+
+    def test_discovery_failing_later_is_logged_capped_and_retried(self):
+        # Bare host names take --slots-per-host; after its first run the
+        # script fails every time: the job goes on with the last hosts,
+        # and only the first 5 failures are shown.
+        count = os.path.join(self.tmp, "runs")
+        path = self.script("echo x >> %s\n[ $(wc -l < %s) -gt 1 ] && "
+                           "exit 1\necho localhost\n" % (count, count))
+        r = self.run_hr("-np", "2", "--min-np", "2", "--slots-per-host",
+                        "2", "--host-discovery-script", path, ELASTICRANK,
+                        "300", ER_STEP_MS="5",
+                        HOROVOD_ELASTIC_DISCOVERY_INTERVAL="0.05")
+        self.assertEqual(r.rc, 0, r.describe())
+        self.assertEqual(sorted(self.done(r)), [0, 1], r.describe())
+        with open(count) as f:
+            runs = len(f.readlines())
+        failed = [l for l in r.warning_lines()
+                  if "exited with status 1" in l]
+        self.assertGreater(runs, 8, r.describe())
+        self.assertEqual(len(failed), 5, r.describe())
+
     def test_fifty_resets_leave_nothing(self):
         r = self.run_hr("-np", "2", "--min-np", "2", "-H", "localhost:2",
                         ELASTICRANK, "200", ER_RESET_EVERY="4", timeout=120)
