@@ -15,6 +15,7 @@ horovod=0
 tensorflow=0
 PKGS="gcc meson ninja-build pkg-config libuv1-dev libssh2-1-dev libssl-dev
 libcriterion-dev libmicrohttpd-dev libyaml-dev libncurses-dev tmux python3-tqdm python3 procps clang-format openssh-server openssh-client
+iproute2 util-linux
 openmpi-bin libopenmpi-dev slurmctld slurmd slurm-client munge"
 for opt in "$@"; do
     case "$opt" in

@@ -328,12 +328,15 @@ int main(int argc, char **argv)
         printf("hvd-agent %s\n", HVD_VERSION);
         return 0;
     }
-    if (argc > 1) {
-        fprintf(stderr, "usage: hvd-agent (started by horovodrun; reads its "
-                        "job on stdin, see hvd-agent(8))\n");
+    if (argc > 1 && (strcmp(argv[1], "--connect") != 0 || argc < 4)) {
+        fprintf(stderr, "usage: hvd-agent [--connect PORT ADDR...] (started "
+                        "by horovodrun; reads its job on stdin or from the "
+                        "connection, see hvd-agent(8))\n");
         return 2;
     }
     signal(SIGPIPE, SIG_IGN);
+    if (argc > 1 && agent_connect(argc - 1, argv + 1) != 0)
+        return 1;
     ag.loop = loop;
     ag.gpus = hvd_gpu_count();
     hvd_frame_reader_init(&ag.reader, HVD_FRAME_MAX);

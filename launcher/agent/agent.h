@@ -74,6 +74,12 @@ void agent_send_line(struct agent *ag, uint32_t rank, uint8_t stream,
 /* Writes the gathered frames; called at the end of every callback that
  * gathers lines. */
 void agent_flush(struct agent *ag);
+/*
+ * hvd-agent --connect PORT ADDR...: connects to horovodrun at the first
+ * address that answers, prints the greeting with the challenge it sent on
+ * stdout, and makes the connection stdin. 0, or -1 once it said why.
+ */
+int agent_connect(int argc, char **argv);
 /* Sends a NOTE message. */
 void agent_note(struct agent *ag, int level, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));

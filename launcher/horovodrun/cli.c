@@ -493,22 +493,8 @@ int hr_cli_parse(struct hr_opts *o, int argc, char **argv, FILE *out, char *err,
         return HR_CLI_USAGE;
     }
     int in_slurm = hr_slurm_nodelist_var() != NULL;
-    /* Still AUTO here unless --launcher was given. */
-    if (o->launcher != HR_LAUNCH_AUTO && o->mpi) {
-        snprintf(err, errlen,
-                 "--launcher cannot be used with --mpi: mpirun starts its "
-                 "own daemons");
+    if (hr_cli_launcher(o, in_slurm, err, errlen) != 0)
         return HR_CLI_USAGE;
-    }
-    if (o->launcher == HR_LAUNCH_SLURM && !in_slurm) {
-        snprintf(err, errlen,
-                 "--launcher slurm needs a Slurm allocation (neither "
-                 "SLURM_JOB_NODELIST nor SLURM_NODELIST is set); run "
-                 "horovodrun under salloc or sbatch");
-        return HR_CLI_USAGE;
-    }
-    if (o->launcher == HR_LAUNCH_AUTO)
-        o->launcher = in_slurm ? HR_LAUNCH_SLURM : HR_LAUNCH_SSH;
     if (check_elastic(o, in_slurm, err, errlen) != 0)
         return HR_CLI_USAGE;
     /* Inside an allocation or a batch job without a host list, -np

@@ -10,9 +10,10 @@
 
 /* How agents on other hosts are started (--launcher). */
 enum hr_launcher {
-    HR_LAUNCH_AUTO = 0, /* slurm inside an allocation, else ssh */
+    HR_LAUNCH_AUTO = 0, /* slurm in an allocation, else rsh or ssh */
     HR_LAUNCH_SSH = 1,
-    HR_LAUNCH_SLURM = 2
+    HR_LAUNCH_SLURM = 2,
+    HR_LAUNCH_RSH = 3 /* --rsh-agent, or OMPI_MCA_plm_rsh_agent */
 };
 
 /*
@@ -38,6 +39,8 @@ struct hr_opts {
     const char *identity_file; /* -i */
     int ssh_accept_new;        /* add unknown host keys */
     const char *agent_path;    /* hvd-agent on remote hosts */
+    /* The remote-exec command of --launcher rsh, words split at spaces. */
+    const char *rsh_agent;
     /* "eth0,eth1" as given (repeated options joined by commas); the
      * first interface gives the rendezvous address. */
     const char *network_interfaces;
@@ -155,6 +158,10 @@ int hr_cli_apply(struct hr_opts *o, const char *name, const char *arg,
 
 /* A copy of s (len bytes) that o owns, or NULL without memory. */
 const char *hr_opts_keep(struct hr_opts *o, const char *s, size_t len);
+
+/* cli_launcher.c: settles o->launcher (never AUTO after it) and
+ * o->rsh_agent. 0, or -1 with one line in err. */
+int hr_cli_launcher(struct hr_opts *o, int in_slurm, char *err, size_t errlen);
 
 /*
  * Sets the variables Horovod's horovodrun sets for its ranks from the

@@ -183,6 +183,7 @@ STORE(opt_hosts, hosts)
 STORE(opt_hostfile, hostfile)
 STORE(opt_identity, identity_file)
 STORE(opt_agent_path, agent_path)
+STORE(opt_rsh_agent, rsh_agent)
 STORE(opt_rendezvous_addr, rendezvous_addr)
 STORE(opt_timeline, timeline)
 STORE(opt_autotune_log, autotune_log_file)
@@ -316,8 +317,11 @@ static int opt_launcher(struct hr_opts *o, const char *arg, char *err, size_t n)
         o->launcher = HR_LAUNCH_SSH;
     else if (strcmp(arg, "slurm") == 0)
         o->launcher = HR_LAUNCH_SLURM;
+    else if (strcmp(arg, "rsh") == 0)
+        o->launcher = HR_LAUNCH_RSH;
     else {
-        snprintf(err, n, "--launcher must be slurm or ssh, got '%.100s'", arg);
+        snprintf(err, n, "--launcher must be slurm, ssh or rsh, got '%.100s'",
+                 arg);
         return -1;
     }
     return 0;
@@ -509,8 +513,15 @@ const struct hr_option hr_options[] = {
      opt_bind_to, NULL},
     {"launcher", NULL, 0, "KIND",
      "how agents on other hosts start: slurm (srun, the default inside a "
-     "Slurm allocation) or ssh (the default elsewhere)",
+     "Slurm allocation), rsh (--rsh-agent, the default when "
+     "OMPI_MCA_plm_rsh_agent names a program) or ssh (the default "
+     "elsewhere)",
      opt_launcher, NULL},
+    {"rsh-agent", NULL, 0, "CMD",
+     "start each remote host's agent with CMD HOST hvd-agent ... (such as "
+     "kubexec.sh, blaunch or ssh); the agent connects back to "
+     "horovodrun over TCP",
+     opt_rsh_agent, NULL},
     {"ssh-port", NULL, 'p', "PORT", "SSH port of the remote hosts (default 22)",
      opt_ssh_port, NULL},
     {"ssh-identity-file", NULL, 'i', "FILE",

@@ -22,6 +22,7 @@
 #include "launcher/lib/net.h"
 #include "launcher/lib/proto.h"
 #include "launcher/lib/spawn.h"
+#include "launcher/link/rsh.h"
 #include "launcher/link/srun.h"
 #include "launcher/link/ssh.h"
 
@@ -199,8 +200,16 @@ static int start_gloo(struct hr_job *job, const char *addr)
     hr_gloo_cfg_init(&cfg);
     if ((rc = hr_gloo_cfg_allow_self(&cfg, err, sizeof(err))) != 0)
         goto out;
-    for (int i = 0; i < g->nagents && rc == 0; i++)
-        rc = hr_gloo_cfg_allow_host(&cfg, g->agents[i]->name, err, sizeof(err));
+    for (int i = 0; i < g->nagents && rc == 0; i++) {
+        /* The address the host's link reached: its name may resolve only
+         * through ~/.ssh/config (HostName) or the rsh agent (a pod's). */
+        char peer[64];
+        const char *host = g->agents[i]->name;
+        if (hr_ssh_addr(g->agents[i]->ssh, 0, peer, sizeof(peer)) == 0 ||
+            hr_rsh_addr(g->agents[i]->rsh, 0, peer, sizeof(peer)) == 0)
+            host = peer;
+        rc = hr_gloo_cfg_allow_host(&cfg, host, err, sizeof(err));
+    }
     if (rc == 0)
         rc = hr_gloo_cfg_plan(&cfg, job->plan, job->hosts, err, sizeof(err));
     if (rc == 0)
@@ -534,9 +543,12 @@ int hr_agents_rdv_addr(struct hr_job *job, char *out, size_t len)
                  o->network_interfaces);
         return hr_net_if_addr(first, out, len);
     }
-    for (int i = 0; i < g->nagents; i++)
+    for (int i = 0; i < g->nagents; i++) {
         if (g->agents[i]->ssh)
-            return hr_ssh_local_addr(g->agents[i]->ssh, out, len);
+            return hr_ssh_addr(g->agents[i]->ssh, 1, out, len);
+        if (hr_rsh_addr(g->agents[i]->rsh, 1, out, len) == 0)
+            return 0;
+    }
     for (int i = 0; i < g->nagents; i++)
         if (g->agents[i]->argv.n)
             return hr_net_route_addr(g->agents[i]->name, out, len);
@@ -544,13 +556,14 @@ int hr_agents_rdv_addr(struct hr_job *job, char *out, size_t len)
     return 0;
 }
 
-/* Finds srun on PATH and the agent, at the first host that needs them.
- * Returns 0, or HVD_EINVAL once it printed why. */
-static int srun_find(const struct hr_opts *o, struct hr_srun_paths *sp)
+/* Finds the agent (and srun on PATH for Slurm), at the first host that
+ * needs them. Returns 0, or HVD_EINVAL once it printed why. */
+static int remote_paths(const struct hr_opts *o, struct hr_srun_paths *sp)
 {
     if (sp->found)
         return 0;
-    if (hvd_spawn_resolve("srun", environ, sp->srun, sizeof(sp->srun)) != 0) {
+    if (o->launcher == HR_LAUNCH_SLURM &&
+        hvd_spawn_resolve("srun", environ, sp->srun, sizeof(sp->srun)) != 0) {
         hvd_log_error("--launcher slurm needs srun, and there is none on "
                       "PATH; add Slurm's bin directory to PATH or use "
                       "--launcher ssh");
@@ -566,6 +579,30 @@ static int srun_find(const struct hr_opts *o, struct hr_srun_paths *sp)
     return 0;
 }
 
+/* The remote-exec link of host a: the listener, once, and the command. */
+static int rsh_link(struct hr_job *job, struct hr_agent *a)
+{
+    const struct hr_opts *o = job->opts;
+    struct hr_agents *g = agents_of(job);
+    char err[256];
+    int rc = remote_paths(o, &g->srun);
+    if (rc != 0)
+        return rc;
+    err[0] = '\0';
+    if (g->rsh == NULL &&
+        (g->rsh = hr_rsh_server_new(job->loop, err, sizeof(err))) == NULL)
+        return HVD_ENOMEM;
+    if (err[0]) {
+        hvd_log_error("%s", err);
+        return HVD_ESYS;
+    }
+    if ((a->rsh = hr_rsh_new(a, g->rsh, o->rsh_agent, g->srun.agent)) == NULL) {
+        hvd_log_error("host %s: %s", a->name, a->failure);
+        return HVD_EINVAL;
+    }
+    return 0;
+}
+
 /* Adds the agent of host h (index in job->hosts) and says how it is
  * reached; it is started by its link's start. 0, or horovodrun's exit
  * code once it said why. */
@@ -578,6 +615,7 @@ int hr_agents_add(struct hr_job *job, int h, struct hr_agent **out)
         .identity_file = o->identity_file,
         .agent_path = o->agent_path,
         .accept_new = o->ssh_accept_new,
+        .retry_s = o->start_timeout,
     };
     struct hr_agent *a = calloc(1, sizeof(*a));
 
@@ -599,9 +637,11 @@ int hr_agents_add(struct hr_job *job, int h, struct hr_agent **out)
     if (!hr_host_is_local(a->name)) {
         if (o->launcher == HR_LAUNCH_SLURM) {
             /* Found once, and only when a host needs srun. */
-            if ((rc = srun_find(o, &g->srun)) == 0)
+            if ((rc = remote_paths(o, &g->srun)) == 0)
                 rc = hr_srun_argv(&a->argv, g->srun.srun, a->name,
                                   g->srun.agent);
+        } else if (o->launcher == HR_LAUNCH_RSH) {
+            rc = rsh_link(job, a);
         } else {
             a->link = &hr_link_ssh;
             if ((a->ssh = hr_ssh_new(a, &ssh_cfg)) == NULL)
@@ -611,10 +651,12 @@ int hr_agents_add(struct hr_job *job, int h, struct hr_agent **out)
             hvd_log_error("out of memory");
         if (rc != 0) {
             /* Not counted in nagents: the cleanup never sees it. */
+            hr_rsh_free(a->rsh);
             hvd_frame_reader_close(&a->reader);
             hvd_strvec_close(&a->argv);
             free(a);
-            return rc == HVD_ENOMEM ? HR_EXIT_INTERNAL : HR_EXIT_USAGE;
+            return rc == HVD_ENOMEM || rc == HVD_ESYS ? HR_EXIT_INTERNAL
+                                                      : HR_EXIT_USAGE;
         }
         g->remote = 1;
     }
@@ -706,6 +748,7 @@ static void agents_close(struct hr_job *job)
                      (unsigned long long)job->out.written, job->out.peak,
                      HR_OUTPUT_HIGH);
     hr_elastic_close(g->el);
+    hr_rsh_server_close(g->rsh);
     hr_rdv_close(&g->rdv);
     hr_gloo_store_close(g->gloo);
 }
@@ -716,11 +759,13 @@ static void agents_free(struct hr_job *job)
     for (int i = 0; i < g->nagents; i++) {
         hvd_frame_reader_close(&g->agents[i]->reader);
         hr_ssh_free(g->agents[i]->ssh);
+        hr_rsh_free(g->agents[i]->rsh);
         hvd_strvec_close(&g->agents[i]->argv);
         free(g->agents[i]);
     }
     memset(g->secret, 0, sizeof(g->secret));
     free(g->agents);
+    hr_rsh_server_free(g->rsh);
     hr_elastic_free(g->el);
 }
 

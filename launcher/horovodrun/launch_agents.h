@@ -13,10 +13,12 @@
 #include "launcher/link/link.h"
 
 struct hr_gloo_store;
+struct hr_rsh_server;
 struct hr_elastic;
 struct hr_job;
 
-/* srun and the hvd-agent it starts, found once for all the Slurm hosts. */
+/* srun and the hvd-agent that srun or the rsh agent starts, found once
+ * for all the hosts. */
 struct hr_srun_paths {
     int found;
     char srun[PATH_MAX];
@@ -45,6 +47,7 @@ struct hr_agents {
     char secret_hex[2 * HVD_SECRET_LEN + 1];
     int stdin_agent; /* agent that hosts rank 0, or -1 */
     struct hr_srun_paths srun;
+    struct hr_rsh_server *rsh; /* with --launcher rsh, once a host needs it */
     /* An elastic job's controller (elastic.h); NULL in a fixed job. In an
      * elastic job the "ranks" of the agent protocol and of job->plan are
      * processes, each with its own id. */

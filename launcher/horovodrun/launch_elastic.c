@@ -170,13 +170,18 @@ int hr_agents_rdv(struct hr_job *job)
         rc = hr_agents_rdv_addr(job, addr, sizeof(addr));
     } else {
         /* Before any agent runs: this host's address on the route to the
-         * first remote host, or loopback. */
+         * first remote host (else, when its name does not resolve yet, its
+         * first interface's), or loopback. */
         snprintf(addr, sizeof(addr), "127.0.0.1");
         for (size_t h = 0; h < job->hosts->n && rc == 0; h++)
             if (!hr_host_is_local(job->hosts->hosts[h].name)) {
+                struct hvd_strvec addrs;
+                hvd_strvec_init(&addrs);
                 g->remote = 1;
-                rc = hr_net_route_addr(job->hosts->hosts[h].name, addr,
-                                       sizeof(addr));
+                rc = hr_net_addrs_toward(job->hosts->hosts[h].name, &addrs, 1);
+                if (rc == 0)
+                    snprintf(addr, sizeof(addr), "%s", addrs.v[0]);
+                hvd_strvec_close(&addrs);
                 break;
             }
     }

@@ -81,8 +81,11 @@ void hr_startup_text(const struct hr_job *job, char *buf, size_t len)
             g->nagents);
         int named = 0;
         for (int i = 0; i < g->nagents; i++)
-            if (!g->agents[i]->hello && named++ < MAX_NAMED)
+            if (!g->agents[i]->hello && named++ < MAX_NAMED) {
                 add(&t, "%s %s", named > 1 ? "," : "", g->agents[i]->name);
+                if (g->agents[i]->retrying)
+                    add(&t, " (%s)", g->agents[i]->retrying);
+            }
         if (named > MAX_NAMED)
             add(&t, " and %d more", named - MAX_NAMED);
         return;

@@ -3,6 +3,7 @@
 
 #include <arpa/inet.h>
 #include <ifaddrs.h>
+#include <net/if.h>
 #include <netdb.h>
 #include <stdio.h>
 #include <netinet/in.h>
@@ -11,6 +12,7 @@
 #include <unistd.h>
 
 #include "common/hvd_err.h"
+#include "launcher/lib/strvec.h"
 
 int hr_host_is_local(const char *name)
 {
@@ -137,4 +139,50 @@ int hr_net_route_addr(const char *host, char *out, size_t len)
     if (!ok)
         snprintf(out, len, "route to %s", host);
     return ok ? 0 : 1;
+}
+
+/* Whether addr is already one of the first n words of v. */
+static int listed(const struct hvd_strvec *v, const char *addr)
+{
+    for (size_t i = 0; i < v->n; i++)
+        if (strcmp(v->v[i], addr) == 0)
+            return 1;
+    return 0;
+}
+
+int hr_net_addrs_toward(const char *host, struct hvd_strvec *out, size_t max)
+{
+    struct ifaddrs *ifs = NULL;
+    char text[INET6_ADDRSTRLEN];
+    int rc = 0;
+
+    if (hr_net_route_addr(host, text, sizeof(text)) == 0)
+        rc = hvd_strvec_push(out, text);
+    if (rc == 0 && getifaddrs(&ifs) == 0) {
+        /* IPv4 first; no link-local IPv6 (it needs a scope there). */
+        for (int pass = 0; pass < 2; pass++)
+            for (struct ifaddrs *i = ifs; i && rc == 0 && out->n < max;
+                 i = i->ifa_next) {
+                int family = pass == 0 ? AF_INET : AF_INET6;
+                if (i->ifa_addr == NULL || i->ifa_addr->sa_family != family ||
+                    (i->ifa_flags & IFF_LOOPBACK) || !(i->ifa_flags & IFF_UP))
+                    continue;
+                const void *a =
+                    family == AF_INET
+                        ? (const void *)&((struct sockaddr_in *)i->ifa_addr)
+                              ->sin_addr
+                        : (const void *)&((struct sockaddr_in6 *)i->ifa_addr)
+                              ->sin6_addr;
+                if (family == AF_INET6 &&
+                    IN6_IS_ADDR_LINKLOCAL((const struct in6_addr *)a))
+                    continue;
+                if (inet_ntop(family, a, text, sizeof(text)) != NULL &&
+                    !listed(out, text))
+                    rc = hvd_strvec_push(out, text);
+            }
+        freeifaddrs(ifs);
+    }
+    if (rc == 0 && out->n < max && !listed(out, "127.0.0.1"))
+        rc = hvd_strvec_push(out, "127.0.0.1");
+    return rc;
 }

@@ -4,6 +4,8 @@
 
 #include <stddef.h>
 
+struct hvd_strvec;
+
 /* 1 if name means this machine: localhost, 127.0.0.1, ::1 or its own host
  * names. Other loopback addresses (127.0.0.2) count as remote. */
 int hr_host_is_local(const char *name);
@@ -22,5 +24,11 @@ int hr_net_addr_if(const char *addr, char *out, size_t len);
 /* This host's address on the route to host (resolved here), as text.
  * 0, or 1 with "route to HOST" in out when there is none. */
 int hr_net_route_addr(const char *host, char *out, size_t len);
+
+/* Up to max addresses of this host that a process on host may reach it at,
+ * appended to out in the order to try: the address on the route to host
+ * (when its name resolves here), the other interfaces' addresses (IPv4
+ * first), loopback last. 0 or HVD_ENOMEM. */
+int hr_net_addrs_toward(const char *host, struct hvd_strvec *out, size_t max);
 
 #endif

@@ -9,6 +9,12 @@
 
 #define HVD_PROTO_VERSION 1u
 
+/* hvd-agent --connect: the challenge horovodrun sends on the connection
+ * (hex, then '\n'), and the line the agent prints on its stdout with that
+ * challenge after it, before its first frame. */
+#define HVD_CONNECT_CHALLENGE_HEX 64
+#define HVD_CONNECT_GREETING "hvd-agent connected "
+
 enum hvd_msg {
     HVD_MSG_HELLO = 1,  /* agent: u32 version, str host, i32 gpus, i32 port */
     HVD_MSG_JOB = 2,    /* launcher: a job spec, see below */

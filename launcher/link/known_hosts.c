@@ -2,28 +2,16 @@
  * are refused unless the user asked to accept new ones. */
 #include "launcher/link/known_hosts.h"
 
+#include "launcher/link/ssh_target.h"
+
 #include <errno.h>
 #include <fcntl.h>
 #include <openssl/evp.h>
-#include <pwd.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
-
-int hr_ssh_home_path(const char *name, char *out, size_t len)
-{
-    const char *home = getenv("HOME");
-    if (home == NULL || home[0] == '\0') {
-        struct passwd *pw = getpwuid(getuid());
-        home = pw ? pw->pw_dir : NULL;
-    }
-    if (home == NULL)
-        return -1;
-    int n = snprintf(out, len, "%s/.ssh/%s", home, name);
-    return n > 0 && (size_t)n < len ? 0 : -1;
-}
 
 struct keyinfo {
     int kh_type;      /* LIBSSH2_KNOWNHOST_KEY_* */
@@ -139,35 +127,67 @@ static int append(LIBSSH2_KNOWNHOSTS *kh, const char *path, const char *hoststr,
     return ok ? 0 : -1;
 }
 
-int hr_known_hosts_verify(LIBSSH2_SESSION *session, const char *host, int port,
-                          int accept_new, int *added, char *msg, size_t msglen)
+/* "no": every key passes, said once per process (one line, not one a
+ * host). */
+static void unchecked(const struct hr_ssh_target *t, char *msg, size_t len)
 {
-    char path[4096], fp[96], hoststr[300];
+    static int said;
+    msg[0] = '\0';
+    if (said++)
+        return;
+    snprintf(msg, len,
+             "host keys are not checked (StrictHostKeyChecking no in %s): "
+             "anyone on the network path can pose as a host",
+             t->strict_from[0] ? t->strict_from : "the ssh config");
+}
+
+/* A file that holds nothing and takes nothing, as OpenSSH sees it. */
+static int no_file(const char *path)
+{
+    return strcmp(path, "/dev/null") == 0 || strcmp(path, "none") == 0;
+}
+
+int hr_known_hosts_verify(LIBSSH2_SESSION *session,
+                          const struct hr_ssh_target *t, int *outcome,
+                          char *msg, size_t msglen)
+{
+    const char *path = t->known_hosts;
+    char fp[96], hoststr[300];
     size_t keylen = 0;
     int keytype = 0, *lines = NULL, nlines = 0, rc = -1;
     struct libssh2_knownhost *found = NULL;
     LIBSSH2_KNOWNHOSTS *kh = NULL;
 
-    *added = 0;
+    *outcome = HR_KH_MATCH;
     const char *key = libssh2_session_hostkey(session, &keylen, &keytype);
     struct keyinfo ki = key_info(keytype);
     fingerprint(session, fp, sizeof(fp));
-    snprintf(hoststr, sizeof(hoststr), port == 22 ? "%s" : "[%s]:%d", host,
-             port);
-    if (key == NULL || hr_ssh_home_path("known_hosts", path, sizeof(path))) {
-        snprintf(msg, msglen, "cannot get the host key or find ~/.ssh");
+    snprintf(hoststr, sizeof(hoststr), t->port == 22 ? "%s" : "[%s]:%d",
+             t->host, t->port);
+    if (key == NULL) {
+        snprintf(msg, msglen, "cannot get the host key");
         goto out;
     }
     kh = libssh2_knownhost_init(session);
-    if (kh == NULL || read_known(kh, path, &lines, &nlines) != 0) {
+    if (kh == NULL ||
+        (!no_file(path) && read_known(kh, path, &lines, &nlines) != 0)) {
         snprintf(msg, msglen, "cannot read %s: %s", path, strerror(errno));
         goto out;
     }
     int check =
-        libssh2_knownhost_checkp(kh, host, port, key, keylen,
+        libssh2_knownhost_checkp(kh, t->host, t->port, key, keylen,
                                  LIBSSH2_KNOWNHOST_TYPE_PLAIN |
                                      LIBSSH2_KNOWNHOST_KEYENC_RAW | ki.kh_type,
                                  &found);
+    if (check != LIBSSH2_KNOWNHOST_CHECK_MATCH &&
+        t->strict == HR_SSH_STRICT_NO) {
+        if (check == LIBSSH2_KNOWNHOST_CHECK_NOTFOUND && !no_file(path))
+            append(kh, path, hoststr, key, keylen, ki.kh_type);
+        *outcome = HR_KH_UNCHECKED;
+        unchecked(t, msg, msglen);
+        rc = 0;
+        goto out;
+    }
     switch (check) {
     case LIBSSH2_KNOWNHOST_CHECK_MATCH:
         rc = 0;
@@ -182,18 +202,24 @@ int hr_known_hosts_verify(LIBSSH2_SESSION *session, const char *host, int port,
                  path);
         break;
     case LIBSSH2_KNOWNHOST_CHECK_NOTFOUND:
-        if (!accept_new) {
+        if (t->strict != HR_SSH_STRICT_ACCEPT_NEW) {
             snprintf(msg, msglen,
                      "host key not in %s (%s %s); add it with ssh-keyscan, "
                      "or pass --ssh-accept-new",
                      path, ki.name, fp);
-        } else if (append(kh, path, hoststr, key, keylen, ki.kh_type) != 0) {
-            snprintf(msg, msglen, "cannot add the host key to %s: %s", path,
-                     strerror(errno));
+        } else if (no_file(path) ||
+                   append(kh, path, hoststr, key, keylen, ki.kh_type) != 0) {
+            /* A read-only ~/.ssh, as in a Kubernetes pod. */
+            snprintf(msg, msglen,
+                     "took %s key %s for %s without saving it (%s%s%s)",
+                     ki.name, fp, hoststr, path, no_file(path) ? "" : ": ",
+                     no_file(path) ? "" : strerror(errno));
+            *outcome = HR_KH_UNCHECKED;
+            rc = 0;
         } else {
             snprintf(msg, msglen, "added %s key %s for %s to %s", ki.name, fp,
                      hoststr, path);
-            *added = 1;
+            *outcome = HR_KH_ADDED;
             rc = 0;
         }
         break;

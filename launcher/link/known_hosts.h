@@ -5,17 +5,27 @@
 #include <libssh2.h>
 #include <stddef.h>
 
-/*
- * Checks the key the server offered on session against known_hosts
- * (plain and hashed entries, "[host]:port" entries for other ports).
- * A changed key is always refused; an unknown one unless accept_new, in
- * which case it is added and *added is set. Returns 0, or -1 with one
- * line in msg saying what was wrong and what to do.
- */
-int hr_known_hosts_verify(LIBSSH2_SESSION *session, const char *host, int port,
-                          int accept_new, int *added, char *msg, size_t msglen);
+struct hr_ssh_target;
 
-/* $HOME/.ssh/NAME (else the password database's home). */
-int hr_ssh_home_path(const char *name, char *out, size_t len);
+/* What the check did with the host's key. */
+enum hr_kh_outcome {
+    HR_KH_MATCH = 0,    /* known */
+    HR_KH_ADDED = 1,    /* unknown, added to known_hosts (msg says) */
+    HR_KH_UNCHECKED = 2 /* taken without a check (msg says, or "" once
+                           said for this process) */
+};
+
+/*
+ * Checks the key the server offered on session against t's known_hosts
+ * file (plain and hashed entries, "[host]:port" entries for other ports),
+ * by t's policy (StrictHostKeyChecking): yes refuses unknown and changed
+ * keys; accept-new adds unknown keys (takes them for this run when the
+ * file cannot be written) and refuses changed ones; no takes every key.
+ * Returns 0 with *outcome, or -1 with one line in msg saying what was
+ * wrong and what to do.
+ */
+int hr_known_hosts_verify(LIBSSH2_SESSION *session,
+                          const struct hr_ssh_target *t, int *outcome,
+                          char *msg, size_t msglen);
 
 #endif

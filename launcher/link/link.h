@@ -13,6 +13,7 @@
 
 struct hr_agent;
 struct hr_job;
+struct hr_rsh;
 struct hr_ssh;
 
 /* What a link tells the agent's owner. */
@@ -48,7 +49,8 @@ struct hr_link_ops {
 };
 
 /* link_local.c: the agent as a child over pipes (argv, or the hvd-agent
- * next to horovodrun when argv is empty). */
+ * next to horovodrun when argv is empty); with a->rsh, frames to it go
+ * over the connection it makes back (rsh.h). */
 extern const struct hr_link_ops hr_link_pipes;
 /* ssh.c: the agent over a libssh2 session (a->ssh). */
 extern const struct hr_link_ops hr_link_ssh;
@@ -68,12 +70,16 @@ struct hr_agent {
     uv_pipe_t to;   /* frames to the agent (its stdin) */
     uv_pipe_t from; /* frames from the agent (its stdout) */
     int handles_open;
-    /* The command that starts the agent: srun for a Slurm host; empty for
-     * the hvd-agent next to horovodrun. */
+    /* The command that starts the agent: srun or an rsh agent for a remote
+     * host; empty for the hvd-agent next to horovodrun. */
     struct hvd_strvec argv;
+    struct hr_rsh *rsh; /* set when argv is an rsh agent's */
     /* Remote link; NULL for this host. */
     struct hr_ssh *ssh;
     const char *stage; /* what pre-flight is doing, for timeouts */
+    /* Set while the link waits for the host to come up ("unresolved"),
+     * for the start-up line. */
+    const char *retrying;
     char failure[512]; /* why pre-flight failed on this host */
 
     struct hvd_frame_reader reader;

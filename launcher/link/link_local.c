@@ -6,6 +6,7 @@
 
 #include "launcher/lib/log.h"
 #include "launcher/link/link.h"
+#include "launcher/link/rsh.h"
 
 struct send_req {
     uv_write_t req;
@@ -27,6 +28,10 @@ static void on_sent(uv_write_t *req, int status)
 static void pipes_send(struct hr_agent *a, uint8_t *frame, size_t len,
                        int notify)
 {
+    if (a->rsh && a->running) {
+        hr_rsh_send(a, frame, len, notify);
+        return;
+    }
     struct send_req *sr = malloc(sizeof(*sr));
     if (sr == NULL || !a->running) {
         free(sr);
@@ -50,6 +55,8 @@ static void alloc_cb(uv_handle_t *h, size_t hint, uv_buf_t *buf)
     *buf = uv_buf_init(chunk, sizeof(chunk));
 }
 
+static void pipes_kill(struct hr_agent *a, int sig);
+
 static void maybe_ended(struct hr_agent *a)
 {
     if (!a->running && !a->reading)
@@ -59,13 +66,20 @@ static void maybe_ended(struct hr_agent *a)
 static void on_data(uv_stream_t *s, ssize_t n, const uv_buf_t *buf)
 {
     struct hr_agent *a = s->data;
+    ssize_t skip = 0;
     if (n < 0) {
         uv_read_stop(s);
         a->reading = 0;
         maybe_ended(a);
         return;
     }
-    a->cb->bytes(a, buf->base, (size_t)n);
+    if (a->rsh && !hr_rsh_bound(a->rsh) &&
+        (skip = hr_rsh_preamble(a, buf->base, (size_t)n)) < 0) {
+        pipes_kill(a, SIGKILL);
+        return;
+    }
+    if (n > skip)
+        a->cb->bytes(a, buf->base + skip, (size_t)(n - skip));
 }
 
 /* The agent's pipe fills while we do not read it, and the agent stops
@@ -83,6 +97,14 @@ static void pipes_pause(struct hr_agent *a, int pause)
 static void on_exit_cb(uv_process_t *p, int64_t status, int sig)
 {
     struct hr_agent *a = p->data;
+    /* The command ended: an agent still running there stops. */
+    hr_rsh_hangup(a->rsh);
+    if (a->rsh && !a->hello && a->failure[0] == '\0')
+        snprintf(a->failure, sizeof(a->failure),
+                 "the rsh agent '%.200s' exited with %s %d before hvd-agent "
+                 "there connected back (its messages, if any, are above)",
+                 a->argv.v[0], sig ? "signal" : "status",
+                 sig ? sig : (int)status);
     a->running = 0;
     a->status = status;
     a->term_signal = sig;
@@ -123,7 +145,8 @@ static int pipes_start(struct hr_agent *a)
     uv_pipe_init(loop, &a->to, 0);
     uv_pipe_init(loop, &a->from, 0);
     a->to.data = a->from.data = a->proc.data = a;
-    stdio[0].flags = UV_CREATE_PIPE | UV_READABLE_PIPE;
+    /* An rsh agent's command gets no input: its agent connects back. */
+    stdio[0].flags = a->rsh ? UV_IGNORE : UV_CREATE_PIPE | UV_READABLE_PIPE;
     stdio[0].data.stream = (uv_stream_t *)&a->to;
     stdio[1].flags = UV_CREATE_PIPE | UV_WRITABLE_PIPE;
     stdio[1].data.stream = (uv_stream_t *)&a->from;
@@ -149,9 +172,11 @@ static int pipes_start(struct hr_agent *a)
     a->running = 1;
     a->reading = 1;
     uv_read_start((uv_stream_t *)&a->from, alloc_cb, on_data);
-    hvd_log_info("host %s: started %s (pid %d) for %u ranks", a->name,
-                 argv ? "hvd-agent through srun" : "hvd-agent", a->proc.pid,
-                 a->nranks);
+    hvd_log_info("host %s: started hvd-agent%s%s (pid %d) for %u ranks",
+                 a->name, argv ? " through " : "", argv ? argv[0] : "",
+                 a->proc.pid, a->nranks);
+    if (a->rsh)
+        a->stage = "waiting for hvd-agent to connect back";
     return 0;
 }
 
@@ -162,6 +187,9 @@ static void nothing(uv_handle_t *h)
 
 static void pipes_kill(struct hr_agent *a, int sig)
 {
+    /* The command may outlive its agent (kubectl exec does): the closed
+     * connection is what stops the agent. */
+    hr_rsh_hangup(a->rsh);
     if (a->running)
         uv_process_kill(&a->proc, sig);
 }

@@ -20,9 +20,11 @@
 #include "launcher/lib/log.h"
 #include "launcher/link/known_hosts.h"
 #include "launcher/link/link.h"
+#include "launcher/link/ssh_target.h"
 
 enum stage {
     ST_IDLE,
+    ST_RETRY, /* waiting to resolve and connect again */
     ST_RESOLVE,
     ST_CONNECT,
     ST_HANDSHAKE,
@@ -48,9 +50,8 @@ struct hr_ssh {
     struct hr_ssh_cfg cfg; /* the strings are the caller's */
     uv_loop_t *loop;
     enum stage st;
-    char user[128];
-    char host[256];
-    int port;
+    struct hr_ssh_target t; /* user, host, port, keys, host key policy */
+    char cfg_err[300];      /* why the ssh config cannot be used */
     uv_getaddrinfo_t gai;
     struct addrinfo *ai, *ai_next;
     int fd;
@@ -58,12 +59,17 @@ struct hr_ssh {
     int poll_open;
     uv_timer_t defer; /* ends the link outside of the caller's stack */
     int defer_open;
+    /* The next try (ST_RETRY), or the end of a try's ConnectTimeout
+     * (ST_CONNECT). */
+    uv_timer_t retry;
+    uint64_t t0;       /* when the link started, loop time */
+    int backoff_ms;    /* before the next try */
+    char waiting[200]; /* what the link waits for, as a->stage */
     LIBSSH2_SESSION *session;
     LIBSSH2_CHANNEL *channel;
     LIBSSH2_AGENT *agent;
     struct libssh2_agent_publickey *identity;
-    char keys[4][PATH_MAX];
-    int nkeys, key;
+    int key; /* the next of t.keys to try */
     char tried[1024];
     struct outq *qhead, *qtail;
     char errline[512]; /* the remote shell's last stderr line */
@@ -72,6 +78,10 @@ struct hr_ssh {
 };
 
 static int inited;
+
+/* Pauses between tries to reach a host that is not there yet. */
+#define RETRY_FIRST_MS 100
+#define RETRY_MAX_MS 2000
 
 static void step(struct hr_ssh *s);
 
@@ -85,19 +95,14 @@ struct hr_ssh *hr_ssh_new(struct hr_agent *a, const struct hr_ssh_cfg *cfg)
     s->a = a;
     s->cfg = *cfg;
     s->fd = -1;
-    const char *at = strrchr(a->name, '@');
-    if (at) {
-        snprintf(s->user, sizeof(s->user), "%.*s", (int)(at - a->name),
-                 a->name);
-        snprintf(s->host, sizeof(s->host), "%s", at + 1);
-    } else {
-        struct passwd *pw = getpwuid(getuid());
-        const char *u = getenv("USER");
-        snprintf(s->user, sizeof(s->user), "%s",
-                 pw ? pw->pw_name : (u ? u : "root"));
-        snprintf(s->host, sizeof(s->host), "%s", a->name);
-    }
-    s->port = cfg->port ? cfg->port : 22;
+    struct passwd *pw = getpwuid(getuid());
+    const char *home = getenv("HOME"), *u = getenv("USER");
+    if (home == NULL || home[0] == '\0')
+        home = pw ? pw->pw_dir : "/";
+    if (hr_ssh_target(a->name, cfg, home, pw ? pw->pw_name : (u ? u : "root"),
+                      &s->t, s->cfg_err, sizeof(s->cfg_err)) == 0 &&
+        s->t.note[0])
+        hvd_log_info("host %s: %s", a->name, s->t.note);
     return s;
 }
 
@@ -121,6 +126,8 @@ static void teardown(struct hr_ssh *s)
 {
     if (s->st == ST_RESOLVE)
         uv_cancel((uv_req_t *)&s->gai);
+    if (s->defer_open)
+        uv_timer_stop(&s->retry);
     /* The poll handle goes before its socket, as libuv requires. */
     if (s->poll_open) {
         uv_close((uv_handle_t *)&s->poll, nothing);
@@ -161,11 +168,13 @@ void hr_ssh_free(struct hr_ssh *s)
     free(s);
 }
 
-int hr_ssh_local_addr(struct hr_ssh *s, char *out, size_t len)
+int hr_ssh_addr(const struct hr_ssh *s, int local, char *out, size_t len)
 {
     struct sockaddr_storage ss;
     socklen_t sl = sizeof(ss);
-    if (s->fd < 0 || getsockname(s->fd, (struct sockaddr *)&ss, &sl) != 0)
+    if (s == NULL || s->fd < 0 ||
+        (local ? getsockname(s->fd, (struct sockaddr *)&ss, &sl)
+               : getpeername(s->fd, (struct sockaddr *)&ss, &sl)) != 0)
         return -1;
     return getnameinfo((struct sockaddr *)&ss, sl, out, (socklen_t)len, NULL, 0,
                        NI_NUMERICHOST) == 0
@@ -205,6 +214,60 @@ static void fail(struct hr_ssh *s, const char *fmt, ...)
     }
     teardown(s);
     finish(s);
+}
+
+static void resolve(struct hr_ssh *s);
+static void try_connect_next(struct hr_ssh *s, int err);
+
+static void on_retry(uv_timer_t *t)
+{
+    struct hr_ssh *s = t->data;
+    if (s->st == ST_RETRY) {
+        resolve(s);
+        return;
+    }
+    /* ST_CONNECT: ConnectTimeout passed; the next address, or later. */
+    uv_close((uv_handle_t *)&s->poll, nothing);
+    s->poll_open = 0;
+    close(s->fd);
+    s->fd = -1;
+    try_connect_next(s, ETIMEDOUT);
+}
+
+/*
+ * The host is not there yet (a name that does not resolve, no sshd):
+ * tries again after a growing pause, until --start-timeout has passed
+ * since the link started (without that budget, fails at once). fmt says
+ * what went wrong; short_why says it in the start-up line.
+ */
+static void retry(struct hr_ssh *s, const char *short_why, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+static void retry(struct hr_ssh *s, const char *short_why, const char *fmt, ...)
+{
+    char why[160];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(why, sizeof(why), fmt, ap);
+    va_end(ap);
+    uint64_t spent = uv_now(s->loop) - s->t0;
+    if (s->cfg.retry_s <= 0) {
+        fail(s, "%s", why);
+        return;
+    }
+    snprintf(s->waiting, sizeof(s->waiting), "trying again: %s", why);
+    if ((double)(spent + (uint64_t)s->backoff_ms) > s->cfg.retry_s * 1000.0) {
+        fail(s, "timed out after %g s while %s (--start-timeout)",
+             s->cfg.retry_s, s->waiting);
+        return;
+    }
+    teardown(s);
+    s->st = ST_RETRY;
+    s->a->stage = s->waiting;
+    s->a->retrying = short_why;
+    uv_timer_start(&s->retry, on_retry, (uint64_t)s->backoff_ms, 0);
+    s->backoff_ms =
+        s->backoff_ms * 2 > RETRY_MAX_MS ? RETRY_MAX_MS : s->backoff_ms * 2;
 }
 
 static const char *ssh_error(struct hr_ssh *s)
@@ -255,8 +318,36 @@ static int again_null(struct hr_ssh *s)
     return libssh2_session_last_errno(s->session) == LIBSSH2_ERROR_EAGAIN;
 }
 
+static void try_connect(struct hr_ssh *s);
+
+/* Whether a failed connect means the host may come up later. */
+static int transient(int err)
+{
+    return err == ECONNREFUSED || err == EHOSTUNREACH || err == ENETUNREACH ||
+           err == ETIMEDOUT || err == EHOSTDOWN || err == ECONNRESET;
+}
+
+/* After a failed connect: the next address, else a retry or the end. */
+static void try_connect_next(struct hr_ssh *s, int err)
+{
+    if (s->ai_next) {
+        try_connect(s);
+        return;
+    }
+    if (err == ECONNREFUSED)
+        retry(s, "no sshd yet",
+              "connection refused (port %d); is sshd running there?",
+              s->t.port);
+    else if (transient(err))
+        retry(s, "unreachable", "cannot connect to port %d: %s", s->t.port,
+              strerror(err));
+    else
+        fail(s, "cannot connect to port %d: %s", s->t.port, strerror(err));
+}
+
 static void try_connect(struct hr_ssh *s)
 {
+    int err = 0;
     for (; s->ai_next; s->ai_next = s->ai_next->ai_next) {
         struct addrinfo *ai = s->ai_next;
         s->fd = socket(ai->ai_family,
@@ -274,12 +365,16 @@ static void try_connect(struct hr_ssh *s)
             s->poll.data = s;
             s->poll_open = 1;
             uv_poll_start(&s->poll, UV_WRITABLE, on_poll);
+            if (s->t.connect_timeout_s > 0)
+                uv_timer_start(&s->retry, on_retry,
+                               (uint64_t)s->t.connect_timeout_s * 1000, 0);
             return;
         }
+        err = errno;
         close(s->fd);
         s->fd = -1;
     }
-    fail(s, "cannot connect to port %d: %s", s->port, strerror(errno));
+    try_connect_next(s, err);
 }
 
 static void on_resolved(uv_getaddrinfo_t *req, int status, struct addrinfo *res)
@@ -288,6 +383,13 @@ static void on_resolved(uv_getaddrinfo_t *req, int status, struct addrinfo *res)
     if (s->st != ST_RESOLVE) {
         if (res)
             uv_freeaddrinfo(res);
+        return;
+    }
+    if (status == UV_EAI_NONAME || status == UV_EAI_AGAIN ||
+        status == UV_EAI_NODATA || status == UV_EAI_FAIL) {
+        /* A pod's name appears once the pod runs. */
+        retry(s, "unresolved", "cannot resolve the name: %s",
+              uv_strerror(status));
         return;
     }
     if (status < 0) {
@@ -306,22 +408,16 @@ static void connected(struct hr_ssh *s)
     getsockopt(s->fd, SOL_SOCKET, SO_ERROR, &err, &len);
     if (err == EINPROGRESS || err == EALREADY)
         return;
+    uv_timer_stop(&s->retry);
     if (err != 0) {
         uv_close((uv_handle_t *)&s->poll, nothing);
         s->poll_open = 0;
         close(s->fd);
         s->fd = -1;
-        if (s->ai_next) {
-            try_connect(s);
-            return;
-        }
-        if (err == ECONNREFUSED)
-            fail(s, "connection refused (port %d); is sshd running there?",
-                 s->port);
-        else
-            fail(s, "cannot connect to port %d: %s", s->port, strerror(err));
+        try_connect_next(s, err);
         return;
     }
+    s->a->retrying = NULL;
     s->session = libssh2_session_init();
     if (s->session == NULL) {
         fail(s, "cannot create an SSH session");
@@ -330,21 +426,6 @@ static void connected(struct hr_ssh *s)
     libssh2_session_set_blocking(s->session, 0);
     s->st = ST_HANDSHAKE;
     s->a->stage = "exchanging keys";
-}
-
-/* Keys to try after ssh-agent: -i, then the usual files that exist. */
-static void list_keys(struct hr_ssh *s)
-{
-    static const char *names[] = {"id_ed25519", "id_ecdsa", "id_rsa"};
-    const char *i = s->cfg.identity_file;
-    if (i)
-        snprintf(s->keys[s->nkeys++], PATH_MAX, "%s", i);
-    for (int k = 0; k < 3; k++) {
-        char path[PATH_MAX];
-        if (hr_ssh_home_path(names[k], path, sizeof(path)) == 0 &&
-            access(path, R_OK) == 0)
-            snprintf(s->keys[s->nkeys++], PATH_MAX, "%s", path);
-    }
 }
 
 static void add_tried(struct hr_ssh *s, const char *fmt, ...)
@@ -389,12 +470,30 @@ static void start_channel(struct hr_ssh *s)
     s->a->stage = "starting hvd-agent";
 }
 
+/* Whether key is an RSA key that this libssh2 can only sign with SHA-1
+ * (ssh-rsa): rsa-sha2 user authentication came with libssh2 1.11. */
+static int rsa_sha1_only(const char *key)
+{
+    char pub[PATH_MAX + 8], line[64] = "";
+    FILE *f;
+    if (libssh2_version(0x010b00) != NULL)
+        return 0;
+    snprintf(pub, sizeof(pub), "%s.pub", key);
+    if ((f = fopen(pub, "r")) == NULL && (f = fopen(key, "r")) == NULL)
+        return 0;
+    if (fgets(line, sizeof(line), f) == NULL)
+        line[0] = '\0';
+    fclose(f);
+    return strncmp(line, "ssh-rsa ", 8) == 0 ||
+           strncmp(line, "-----BEGIN RSA PRIVATE KEY", 26) == 0;
+}
+
 static int step_auth(struct hr_ssh *s)
 {
     int rc;
     if (s->st == ST_AUTH_LIST) {
         char *methods =
-            libssh2_userauth_list(s->session, s->user, strlen(s->user));
+            libssh2_userauth_list(s->session, s->t.user, strlen(s->t.user));
         if (methods == NULL && again_null(s))
             return 1;
         if (methods == NULL) {
@@ -402,7 +501,7 @@ static int step_auth(struct hr_ssh *s)
                 start_channel(s);
                 return 0;
             }
-            fail(s, "authentication failed for user %s: %s", s->user,
+            fail(s, "authentication failed for user %s: %s", s->t.user,
                  ssh_error(s));
             return 1;
         }
@@ -410,15 +509,14 @@ static int step_auth(struct hr_ssh *s)
             fail(s,
                  "authentication failed for user %s: the server takes only "
                  "%s, and horovodrun uses keys (ssh-agent, -i, ~/.ssh/id_*)",
-                 s->user, methods);
+                 s->t.user, methods);
             return 1;
         }
-        list_keys(s);
         start_agent_auth(s);
         return 0;
     }
     if (s->st == ST_AUTH_AGENT) {
-        rc = libssh2_agent_userauth(s->agent, s->user, s->identity);
+        rc = libssh2_agent_userauth(s->agent, s->t.user, s->identity);
         if (again(rc))
             return 1;
         if (rc == 0) {
@@ -435,22 +533,22 @@ static int step_auth(struct hr_ssh *s)
         return 0;
     }
     /* ST_AUTH_FILE */
-    if (s->key >= s->nkeys) {
-        if (s->nkeys == 0)
+    if (s->key >= s->t.nkeys) {
+        if (s->t.nkeys == 0)
             add_tried(s, "no key files (~/.ssh/id_ed25519, id_ecdsa, "
                          "id_rsa missing; no -i)");
-        fail(s, "authentication failed for user %s; tried: %s", s->user,
+        fail(s, "authentication failed for user %s; tried: %s", s->t.user,
              s->tried);
         return 1;
     }
-    const char *key = s->keys[s->key];
+    const char *key = s->t.keys[s->key];
     if (access(key, R_OK) != 0) {
         add_tried(s, "%s (%s)", key, strerror(errno));
         s->key++;
         return 0;
     }
     rc = libssh2_userauth_publickey_fromfile_ex(
-        s->session, s->user, (unsigned)strlen(s->user), NULL, key, NULL);
+        s->session, s->t.user, (unsigned)strlen(s->t.user), NULL, key, NULL);
     if (again(rc))
         return 1;
     if (rc == 0) {
@@ -461,6 +559,10 @@ static int step_auth(struct hr_ssh *s)
               rc == LIBSSH2_ERROR_FILE ||
                       rc == LIBSSH2_ERROR_PUBLICKEY_UNVERIFIED
                   ? "unreadable, or needs a passphrase"
+              : rsa_sha1_only(key)
+                  ? "rejected: this libssh2 signs RSA keys with SHA-1, which "
+                    "OpenSSH 8.8 and later refuse; use an ed25519 or ECDSA "
+                    "key, or --rsh-agent ssh"
                   : "rejected");
     s->key++;
     return 0;
@@ -649,15 +751,14 @@ static void step(struct hr_ssh *s)
                 return;
             }
             char msg[1024];
-            int added;
+            int outcome;
             s->a->stage = "checking the host key";
-            if (hr_known_hosts_verify(s->session, s->host, s->port,
-                                      s->cfg.accept_new, &added, msg,
+            if (hr_known_hosts_verify(s->session, &s->t, &outcome, msg,
                                       sizeof(msg)) != 0) {
                 fail(s, "%s", msg);
                 return;
             }
-            if (added)
+            if (outcome != HR_KH_MATCH && msg[0])
                 hvd_log_warn("host %s: %s", s->a->name, msg);
             s->st = ST_AUTH_LIST;
             s->a->stage = "authenticating";
@@ -693,27 +794,38 @@ wait:
         wait_io(s, 0);
 }
 
-static int ssh_start(struct hr_agent *a)
+static void resolve(struct hr_ssh *s)
 {
-    struct hr_ssh *s = a->ssh;
     struct addrinfo hints = {.ai_socktype = SOCK_STREAM};
     char port[16];
 
+    s->st = ST_RESOLVE;
+    if (s->a->retrying == NULL)
+        s->a->stage = "resolving the name";
+    s->gai.data = s;
+    snprintf(port, sizeof(port), "%d", s->t.port);
+    int rc =
+        uv_getaddrinfo(s->loop, &s->gai, on_resolved, s->t.host, port, &hints);
+    if (rc != 0)
+        fail(s, "cannot resolve the name: %s", uv_strerror(rc));
+}
+
+static int ssh_start(struct hr_agent *a)
+{
+    struct hr_ssh *s = a->ssh;
+
     s->loop = a->loop;
     uv_timer_init(s->loop, &s->defer);
-    s->defer.data = s;
+    uv_timer_init(s->loop, &s->retry);
+    s->defer.data = s->retry.data = s;
     s->defer_open = 1;
-    s->st = ST_RESOLVE;
-    a->stage = "resolving the name";
+    s->t0 = uv_now(s->loop);
+    s->backoff_ms = RETRY_FIRST_MS;
     a->running = 1;
-    s->gai.data = s;
-    snprintf(port, sizeof(port), "%d", s->port);
-    int rc =
-        uv_getaddrinfo(s->loop, &s->gai, on_resolved, s->host, port, &hints);
-    if (rc != 0) {
-        fail(s, "cannot resolve the name: %s", uv_strerror(rc));
-        return 0;
-    }
+    if (s->cfg_err[0])
+        fail(s, "%s", s->cfg_err);
+    else
+        resolve(s);
     return 0;
 }
 
@@ -765,6 +877,7 @@ static void ssh_release(struct hr_agent *a)
     teardown(s);
     if (s->defer_open) {
         uv_close((uv_handle_t *)&s->defer, nothing);
+        uv_close((uv_handle_t *)&s->retry, nothing);
         s->defer_open = 0;
     }
 }

@@ -202,7 +202,7 @@ class SlurmLaunch(hvdtest.TestCase):
     def test_bad_launcher(self):
         res = self.run_hr("--launcher", "pbs", "true", env=self.alloc_env())
         self.assertEqual(res.rc, 2, res.describe())
-        self.assertIn("--launcher must be slurm or ssh", res.err)
+        self.assertIn("--launcher must be slurm, ssh or rsh", res.err)
 
     def test_malformed_variables(self):
         cases = [

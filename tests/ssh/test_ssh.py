@@ -35,6 +35,10 @@ COLLCHECK = os.environ.get(
 
 # The exit code of a failed pre-flight (no worker started anywhere).
 PREFLIGHT_RC = 255
+# A host whose port stays closed, after --start-timeout 2 of tries.
+REFUSED = (r"^timed out after 2(\.0+)? s while trying again: connection "
+           r"refused \(port %s\); is sshd running there\? "
+           r"\(--start-timeout\)$")
 
 CLUSTER = None
 H1, H2 = "127.0.0.2", "127.0.0.3"
@@ -437,8 +441,9 @@ class RemoteJobTest(SshTestCase):
         # Without -p the port is 22, where nothing listens on 127.0.0.2.
         if not sshfix.connect_refused(H1, 22):
             self.skipTest("something listens on %s:22" % H1)
-        res = self.hr("-np", "1", "-H", "%s:1" % H1, *sh(TOUCH), port=False)
-        self.assertPreflight(res, {H1: r"^connection refused \(port 22\)"})
+        res = self.hr("-np", "1", "-H", "%s:1" % H1, "--start-timeout", "2",
+                      *sh(TOUCH), port=False)
+        self.assertPreflight(res, {H1: REFUSED % 22})
         self.assertNoWorkerStarted(res)
 
     def test_identity_file_and_hashed_known_hosts(self):
@@ -582,11 +587,13 @@ class PreflightTest(SshTestCase):
         self.assertNoWorkerStarted(res)
 
     def test_port_closed(self):
+        # Tried again until --start-timeout: a pod's sshd comes up late.
         spare = self.c.spare_address()
+        t0 = time.monotonic()
         res = self.hr("-np", "2", "-H", "%s:1,%s:1" % (H1, spare),
-                      *sh(TOUCH))
-        self.assertPreflight(res, {spare: r"^connection refused \(port %s\)"
-                                   % self.port})
+                      "--start-timeout", "2", *sh(TOUCH))
+        self.assertGreater(time.monotonic() - t0, 1.5, res.describe())
+        self.assertPreflight(res, {spare: REFUSED % self.port})
         self.assertNoWorkerStarted(res)
 
     def test_never_answers(self):
@@ -608,8 +615,72 @@ class PreflightTest(SshTestCase):
         res = self.hr("-np", "3", "-H", "%s:1,%s:1,%s:1" % (spare, H1, silent),
                       "--start-timeout", "2", *sh(TOUCH), timeout=60)
         self.assertPreflight(res, {
-            spare: r"^connection refused \(port %s\)" % self.port,
+            spare: REFUSED % self.port,
             silent: r"^timed out after 2(\.0+)? s while "})
+        self.assertNoWorkerStarted(res)
+
+    def config_home(self, text, known_hosts="plain"):
+        """A fake HOME whose only key is KEY (not a default name) and whose
+        ~/.ssh/config is text (KEY, PORT and HOST replaced)."""
+        home = self.new_home(known_hosts, key=False)
+        key = os.path.join(home, "KEY")
+        import shutil
+        shutil.copy(self.c.key, key)
+        os.chmod(key, 0o600)
+        with open(os.path.join(home, ".ssh", "config"), "w") as f:
+            f.write(text.replace("KEY", key).replace("PORT", self.port)
+                    .replace("HOST", H1))
+        return home
+
+    def test_ssh_config_host_block(self):
+        # An alias with its HostName, Port and IdentityFile; -p absent.
+        home = self.config_home("Host other\n  Port 1\n"
+                                "Host node-a\n  HostName HOST\n"
+                                "  Port PORT\n  IdentityFile KEY\n"
+                                "Host *\n  Port 2\n")
+        res = self.hr("-np", "1", "-H", "node-a", "sh", "-c",
+                      "echo on $HOROVOD_HOSTNAME", home=home, port=False)
+        self.assertRc(res, 0)
+        self.assertEqual(res.out_lines, ["[0,0]<stdout>:on node-a"])
+        # The command line wins: -p over the config's Port.
+        res = self.hr("-np", "1", "-H", "node-a", "-p", "1",
+                      "--start-timeout", "1", "true", home=home, port=False)
+        self.assertPreflight(res, {"node-a": r"connection refused \(port 1\)"})
+
+    def test_ssh_config_host_key_policies(self):
+        # No known_hosts entry: accept-new with a file that takes nothing
+        # warns per host; "no" warns once for the job.
+        home = self.config_home("Host *\n  StrictHostKeyChecking accept-new\n"
+                                "  UserKnownHostsFile /dev/null\n"
+                                "  IdentityFile KEY\n", known_hosts=None)
+        res = self.hr("-np", "4", "-H", self.c.hosts_arg(2), *sh(TOUCH),
+                      home=home)
+        self.assertRc(res, 0)
+        warns = res.warning_lines()
+        self.assertEqual(len(warns), 2, res.describe())
+        for h in (H1, H2):
+            self.assertTrue(any(re.match(
+                r"%shost %s: took ED25519 key SHA256:\S+ for \[%s\]:%s "
+                r"without saving it \(/dev/null\)$" % (
+                    re.escape(WARN), re.escape(h), re.escape(h), self.port),
+                w) for w in warns), res.describe())
+        home = self.config_home("Host *\n  StrictHostKeyChecking no\n"
+                                "  IdentityFile KEY\n", known_hosts=None)
+        res = self.hr("-np", "4", "-H", self.c.hosts_arg(2), *sh(TOUCH),
+                      home=home)
+        self.assertRc(res, 0)
+        warns = res.warning_lines()
+        self.assertEqual(len(warns), 1, res.describe())
+        self.assertRegex(warns[0], r"^%shost 127\.0\.0\.[23]: host keys are "
+                         r"not checked \(StrictHostKeyChecking no in %s/\.ssh/"
+                         r"config\): anyone on the network path can pose as "
+                         r"a host$" % (re.escape(WARN), re.escape(home)))
+
+    def test_ssh_config_bad_line(self):
+        home = self.config_home("Host *\n  Port many\n")
+        res = self.hr("-np", "1", "-H", H1, *sh(TOUCH), home=home)
+        self.assertPreflight(res, {H1: r"^%s/\.ssh/config:2: bad Port "
+                                   % re.escape(home)})
         self.assertNoWorkerStarted(res)
 
     def test_agent_path_missing(self):
