@@ -66,6 +66,14 @@ int hr_free_port(void)
     return port;
 }
 
+/* The address inside an AF_INET or AF_INET6 sockaddr, for inet_ntop. */
+static const void *in_addr_of(const struct sockaddr *sa)
+{
+    if (sa->sa_family == AF_INET)
+        return &((const struct sockaddr_in *)(const void *)sa)->sin_addr;
+    return &((const struct sockaddr_in6 *)(const void *)sa)->sin6_addr;
+}
+
 int hr_net_if_addr(const char *ifname, char *out, size_t len)
 {
     struct ifaddrs *ifs = NULL;
@@ -80,13 +88,8 @@ int hr_net_if_addr(const char *ifname, char *out, size_t len)
             if (i->ifa_addr == NULL || strcmp(i->ifa_name, ifname) != 0 ||
                 i->ifa_addr->sa_family != family)
                 continue;
-            const void *a =
-                family == AF_INET
-                    ? (const void *)&((struct sockaddr_in *)i->ifa_addr)
-                          ->sin_addr
-                    : (const void *)&((struct sockaddr_in6 *)i->ifa_addr)
-                          ->sin6_addr;
-            found = inet_ntop(family, a, out, (socklen_t)len) != NULL;
+            found = inet_ntop(family, in_addr_of(i->ifa_addr), out,
+                              (socklen_t)len) != NULL;
         }
     }
     freeifaddrs(ifs);
@@ -167,12 +170,7 @@ int hr_net_addrs_toward(const char *host, struct hvd_strvec *out, size_t max)
                 if (i->ifa_addr == NULL || i->ifa_addr->sa_family != family ||
                     (i->ifa_flags & IFF_LOOPBACK) || !(i->ifa_flags & IFF_UP))
                     continue;
-                const void *a =
-                    family == AF_INET
-                        ? (const void *)&((struct sockaddr_in *)i->ifa_addr)
-                              ->sin_addr
-                        : (const void *)&((struct sockaddr_in6 *)i->ifa_addr)
-                              ->sin6_addr;
+                const void *a = in_addr_of(i->ifa_addr);
                 if (family == AF_INET6 &&
                     IN6_IS_ADDR_LINKLOCAL((const struct in6_addr *)a))
                     continue;

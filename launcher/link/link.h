@@ -95,6 +95,11 @@ struct hr_agent {
     uint32_t sent_to; /* elastic: processes below this id were looked at */
 };
 
+/* Writes a frame to the agent on stream to (ownership passes); with
+ * notify, a->cb->sent is called once it was written. */
+void hr_link_write(struct hr_agent *a, uv_stream_t *to, uint8_t *frame,
+                   size_t len, int notify);
+
 /* The absolute path of the program name next to this horovodrun (such as
  * "hvd-agent"). Returns 0, or -1 when it does not fit in len. */
 int hr_link_sibling_path(const char *name, char *out, size_t len);

@@ -25,16 +25,11 @@ static void on_sent(uv_write_t *req, int status)
     free(sr);
 }
 
-static void pipes_send(struct hr_agent *a, uint8_t *frame, size_t len,
-                       int notify)
+void hr_link_write(struct hr_agent *a, uv_stream_t *to, uint8_t *frame,
+                   size_t len, int notify)
 {
-    if (a->rsh && a->running) {
-        hr_rsh_send(a, frame, len, notify);
-        return;
-    }
     struct send_req *sr = malloc(sizeof(*sr));
-    if (sr == NULL || !a->running) {
-        free(sr);
+    if (sr == NULL) {
         free(frame);
         return;
     }
@@ -42,10 +37,21 @@ static void pipes_send(struct hr_agent *a, uint8_t *frame, size_t len,
     sr->frame = frame;
     sr->notify = notify;
     uv_buf_t b = uv_buf_init((char *)frame, (unsigned)len);
-    if (uv_write(&sr->req, (uv_stream_t *)&a->to, &b, 1, on_sent) != 0) {
+    if (uv_write(&sr->req, to, &b, 1, on_sent) != 0) {
         free(frame);
         free(sr);
     }
+}
+
+static void pipes_send(struct hr_agent *a, uint8_t *frame, size_t len,
+                       int notify)
+{
+    if (!a->running)
+        free(frame);
+    else if (a->rsh)
+        hr_rsh_send(a, frame, len, notify);
+    else
+        hr_link_write(a, (uv_stream_t *)&a->to, frame, len, notify);
 }
 
 static void alloc_cb(uv_handle_t *h, size_t hint, uv_buf_t *buf)

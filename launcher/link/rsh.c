@@ -52,13 +52,6 @@ struct hr_rsh {
     size_t nline, seen;
 };
 
-struct send_req {
-    uv_write_t req;
-    struct hr_agent *agent;
-    uint8_t *frame;
-    int notify;
-};
-
 static void conn_closed(uv_handle_t *h)
 {
     free(h->data);
@@ -319,33 +312,10 @@ int hr_rsh_addr(const struct hr_rsh *r, int local, char *out, size_t len)
     return uv_ip4_name((const struct sockaddr_in *)&sa, out, len) == 0 ? 0 : -1;
 }
 
-static void on_sent(uv_write_t *req, int status)
-{
-    struct send_req *sr = (struct send_req *)req;
-    (void)status; /* a lost agent is noticed by its command's end */
-    if (sr->notify)
-        sr->agent->cb->sent(sr->agent);
-    free(sr->frame);
-    free(sr);
-}
-
 static void write_frame(struct hr_agent *a, uint8_t *frame, size_t len,
                         int notify)
 {
-    struct send_req *sr = malloc(sizeof(*sr));
-    if (sr == NULL) {
-        free(frame);
-        return;
-    }
-    sr->agent = a;
-    sr->frame = frame;
-    sr->notify = notify;
-    uv_buf_t b = uv_buf_init((char *)frame, (unsigned)len);
-    if (uv_write(&sr->req, (uv_stream_t *)&a->rsh->conn->tcp, &b, 1, on_sent) !=
-        0) {
-        free(frame);
-        free(sr);
-    }
+    hr_link_write(a, (uv_stream_t *)&a->rsh->conn->tcp, frame, len, notify);
 }
 
 void hr_rsh_send(struct hr_agent *a, uint8_t *frame, size_t len, int notify)

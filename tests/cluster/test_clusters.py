@@ -32,15 +32,6 @@ EXAMPLE = os.path.join(hvdtest.ROOT, "examples", "pytorch_train.py")
 ERR = hvdtest.ERR_PREFIX
 WARN = hvdtest.WARN_PREFIX
 
-# Ranks that say they are ready and sleep; DIE names one that kills itself.
-SLEEPER = r"""
-import os, signal, time
-print("ready", flush=True)
-if os.environ.get("DIE") == os.environ["HOROVOD_RANK"]:
-    time.sleep(0.3)
-    os.kill(os.getpid(), signal.SIGKILL)
-time.sleep(120)
-"""
 
 # kubexec.sh as the training-operator writes it, with kubectl exec played
 # by entering the pod's namespaces: no input, the pod's environment, and a
@@ -164,17 +155,27 @@ class ClusterCase(unittest.TestCase):
         self.assertEqual(len(sums), np, res.describe())
         self.assertEqual(len(set(sums)), 1, res.describe())
 
+    def check_torch_example(self, *hosts_args):
+        """The PyTorch example: every rank ends with rank 0's weights."""
+        res = self.run_hr(*hosts_args, TORCH_PY, EXAMPLE, "--steps", "3",
+                          "--batch-size", "8", "--fake-size", "128",
+                          "--data-dir", "/nonexistent", timeout=300)
+        self.assertRc(res, 0)
+        self.assertIn("[0,0]<stdout>:pytorch_train: weights equal on all 4 "
+                      "ranks", res.out_lines)
+
     def check_failures(self, hosts_args, host_of_3, **extra):
         """A rank killed mid-job is named; a SIGKILLed horovodrun leaves
         nothing on any host."""
         job = self.start(*hosts_args, "--kill-grace", "1", TORCH_PY, "-c",
-                         SLEEPER, DIE="3", **extra)
+                         hvdtest.READY_DIE, DIE="3", **extra)
         self.assertEqual(job.wait(90), 137, job.describe())
         self.assertRegex(job.err, r"rank 3 \(host %s, local_rank 1\) was "
                          r"killed by signal 9" % re.escape(host_of_3),
                          job.describe())
         self.assertNothingLeft()
-        job = self.start(*hosts_args, TORCH_PY, "-c", SLEEPER, **extra)
+        job = self.start(*hosts_args, TORCH_PY, "-c", hvdtest.READY_DIE,
+                         **extra)
         job.wait_line(lambda l: l.endswith(">:ready"), count=4, timeout=90)
         self.assertTrue(leftovers(self.cluster))
         job.signal(signal.SIGKILL)
@@ -224,13 +225,8 @@ class MpiOperatorTest(ClusterCase):
 
     def test_intel_hostfile_and_pytorch_example(self):
         self.hostfile("%s:2\n")
-        res = self.run_hr("-np", "4", "--hostfile", "/etc/mpi/hostfile",
-                          TORCH_PY, EXAMPLE, "--steps", "3", "--batch-size",
-                          "8", "--fake-size", "128", "--data-dir",
-                          "/nonexistent", timeout=300)
-        self.assertRc(res, 0)
-        self.assertIn("[0,0]<stdout>:pytorch_train: weights equal on all 4 "
-                      "ranks", res.out_lines)
+        self.check_torch_example("-np", "4", "--hostfile",
+                                 "/etc/mpi/hostfile")
 
     def test_no_np_with_the_default_hostfile(self):
         self.hostfile("%s slots=2\n")
@@ -341,13 +337,8 @@ class TrainingOperatorTest(ClusterCase):
         res = self.run_hr("-np", "4", "--hostfile", "/etc/mpi/hostfile",
                           COLLCHECK)
         self.check_collectives(res, 4, self.W)
-        res = self.run_hr("-np", "4", "--hostfile", "/etc/mpi/hostfile",
-                          TORCH_PY, EXAMPLE, "--steps", "3", "--batch-size",
-                          "8", "--fake-size", "128", "--data-dir",
-                          "/nonexistent", timeout=300)
-        self.assertRc(res, 0)
-        self.assertIn("[0,0]<stdout>:pytorch_train: weights equal on all 4 "
-                      "ranks", res.out_lines)
+        self.check_torch_example("-np", "4", "--hostfile",
+                                 "/etc/mpi/hostfile")
 
     def test_pod_not_found(self):
         with open(os.path.join(self.tmp, "hosts"), "w") as f:

@@ -522,6 +522,17 @@ while any(bufs.values()):
 """
 ORDERED_RE = re.compile(r"^(\d+):(out|err):(\d+):(x*)$")
 
+# Ranks that say "ready" and sleep; the one whose rank is in DIE kills
+# itself with SIGKILL 0.3 s later.
+READY_DIE = r"""
+import os, signal, time
+print("ready", flush=True)
+if os.environ.get("DIE") == os.environ["HOROVOD_RANK"]:
+    time.sleep(0.3)
+    os.kill(os.getpid(), signal.SIGKILL)
+time.sleep(120)
+"""
+
 # Ranks that report SIGINT and then die of it.
 INT_DIES = r"""
 import os, signal, sys, time

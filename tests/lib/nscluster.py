@@ -136,8 +136,9 @@ class NsCluster:
     binds: {name: [(source, target[, "ro"])]} mounts made at creation;
     hidden: names left out of the hosts file at first; key_type: the user
     key, "ed25519", "rsa" (2048 bits, PEM) or "ecdsa" (P-521, PEM, as
-    Kubeflow's MPI Operator v2 makes). Attributes: hosts, launcher, dir, key, key_pub, hosts_file,
-    known_hosts, prefix (of every netns name of the instance)."""
+    Kubeflow's MPI Operator v2 makes). Attributes: hosts, launcher, dir,
+    key, key_pub, hosts_file, known_hosts, prefix (of every netns name of
+    the instance)."""
 
     def __init__(self, n, names=None, launcher=True, binds=None,
                  hidden=(), key_type="ed25519", timeout=20.0):
@@ -395,8 +396,8 @@ class NsCluster:
 
     def ssh_dir(self, path, config=None):
         """Fills directory path as a client's ~/.ssh: the user key
-        (id_ed25519, id_rsa or id_ecdsa, and .pub), known_hosts (every host under
-        its names and address, kept current) and config text if given.
+        (id_ed25519, id_rsa or id_ecdsa, and .pub), known_hosts (every host
+        under its names and address, kept current) and config text if given.
         Returns path; bind it (read-only) over /root/.ssh on a host."""
         os.makedirs(path, mode=0o700, exist_ok=True)
         base = os.path.join(path, os.path.basename(self.key))

@@ -32,15 +32,6 @@ exec setsid -w env -i PATH="$PATH" HOME="$HOME" HVDTEST_MARK="$HVDTEST_MARK" \
     /bin/sh -c "$*" </dev/null
 """
 
-# Ranks that say they are ready, then sleep; rank 3 may be told to die.
-SLEEPER = r"""
-import os, signal, time
-print("ready", flush=True)
-if os.environ.get("DIE") == os.environ["HOROVOD_RANK"]:
-    time.sleep(0.3)
-    os.kill(os.getpid(), signal.SIGKILL)
-time.sleep(120)
-"""
 
 
 def is_ready(line):
@@ -97,15 +88,15 @@ class RshTest(hvdtest.TestCase):
 
     def test_killed_rank_is_named_and_sigkill_leaves_nothing(self):
         job = self.start_hr("--rsh-agent", self.agent(), "-np", "4", "-H",
-                            HOSTS, "--kill-grace", "1", *py(SLEEPER),
-                            DIE="3")
+                            HOSTS, "--kill-grace", "1",
+                            *py(hvdtest.READY_DIE), DIE="3")
         rc = job.wait(60)
         self.assertEqual(rc, 137, job.describe())
         self.assertRegex(job.err, r"rank 3 \(host 127\.0\.0\.3, local_rank 1\)"
                          r" was killed by signal 9", job.describe())
         self.assertNoneLeft()
         job = self.start_hr("--rsh-agent", self.agent(), "-np", "4", "-H",
-                            HOSTS, *py(SLEEPER))
+                            HOSTS, *py(hvdtest.READY_DIE))
         job.wait_line(is_ready, count=4, timeout=60)
         self.assertGreaterEqual(
             len([c for _, c, _ in hvdtest.marked_procs(self.marker)
