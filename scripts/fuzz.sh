@@ -32,7 +32,8 @@ esac
 
 build=${FUZZ_BUILD_DIR:-build-fuzz}
 cc=${FUZZ_CC:-clang-14}
-targets=${FUZZ_TARGETS:-frame proto rdvproto hostspec linesplit mpiwire shellsplit}
+all="frame proto rdvproto hostspec linesplit mpiwire shellsplit sshconfig"
+targets=${FUZZ_TARGETS:-$all}
 
 if [ "${FUZZ_NO_INSTALL:-}" != 1 ]; then
     ./scripts/install-deps.sh --fuzz
@@ -53,6 +54,7 @@ sources() {
         echo launcher/horovodrun/mpicmd.c launcher/lib/strvec.c launcher/lib/plan.c \
             launcher/lib/hostspec.c launcher/lib/errmsg.c
         ;;
+    sshconfig) echo launcher/lib/sshconfig.c launcher/lib/errmsg.c ;;
     gen_corpus)
         echo launcher/lib/proto.c common/rdvproto.c common/auth.c common/wire.c \
             common/frame.c launcher/lib/strvec.c launcher/lib/mpiwire.c

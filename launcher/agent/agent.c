@@ -317,6 +317,16 @@ static int channel_check(void)
     return tcsetattr(1, TCSANOW, &t);
 }
 
+/* Whether args are [--token-file PATH --host NAME] --connect PORT ADDR.. */
+static int connect_usage(int argc, char **argv)
+{
+    int i = 0;
+    if (argc >= 4 && strcmp(argv[0], "--token-file") == 0 &&
+        strcmp(argv[2], "--host") == 0)
+        i = 4;
+    return argc - i >= 3 && strcmp(argv[i], "--connect") == 0;
+}
+
 int main(int argc, char **argv)
 {
     static struct agent ag;
@@ -328,10 +338,11 @@ int main(int argc, char **argv)
         printf("hvd-agent %s\n", HVD_VERSION);
         return 0;
     }
-    if (argc > 1 && (strcmp(argv[1], "--connect") != 0 || argc < 4)) {
-        fprintf(stderr, "usage: hvd-agent [--connect PORT ADDR...] (started "
-                        "by horovodrun; reads its job on stdin or from the "
-                        "connection, see hvd-agent(8))\n");
+    if (argc > 1 && !connect_usage(argc - 1, argv + 1)) {
+        fprintf(stderr, "usage: hvd-agent [--token-file PATH --host NAME] "
+                        "[--connect PORT ADDR...] (started by horovodrun; "
+                        "reads its job on stdin or from the connection, see "
+                        "hvd-agent(8))\n");
         return 2;
     }
     signal(SIGPIPE, SIG_IGN);

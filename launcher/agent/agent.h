@@ -75,9 +75,11 @@ void agent_send_line(struct agent *ag, uint32_t rank, uint8_t stream,
  * gathers lines. */
 void agent_flush(struct agent *ag);
 /*
- * hvd-agent --connect PORT ADDR...: connects to horovodrun at the first
- * address that answers, prints the greeting with the challenge it sent on
- * stdout, and makes the connection stdin. 0, or -1 once it said why.
+ * hvd-agent [--token-file PATH --host NAME] --connect PORT ADDR...:
+ * connects to horovodrun at the first address that answers and answers its
+ * challenge: with the job's token file readable here, with a proof on the
+ * connection, which then becomes stdin and stdout; else with the greeting
+ * on stdout, and the connection becomes stdin. 0, or -1 once it said why.
  */
 int agent_connect(int argc, char **argv);
 /* Sends a NOTE message. */

@@ -15,6 +15,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "common/secret.h"
 #include "launcher/lib/log.h"
 #include "launcher/lib/proto.h"
 
@@ -89,36 +90,82 @@ static int read_challenge(int fd, char *hex)
     return got == HVD_CONNECT_CHALLENGE_HEX ? 0 : -1;
 }
 
+/* The job's token from path (64 hex digits), or -1 when it cannot be
+ * read here: no file system shared with horovodrun. */
+static int read_token(const char *path, uint8_t token[HVD_CONNECT_TOKEN_LEN])
+{
+    char hex[2 * HVD_CONNECT_TOKEN_LEN + 2] = "";
+    FILE *f = path ? fopen(path, "r") : NULL;
+    int ok = f && fgets(hex, sizeof(hex), f);
+    hex[strcspn(hex, "\n")] = '\0';
+    ok = ok && hvd_hex_decode(hex, token, HVD_CONNECT_TOKEN_LEN) == 0;
+    if (f)
+        fclose(f);
+    return ok ? 0 : -1;
+}
+
+/* Says who we are on the connection: the greeting with the challenge on
+ * stdout, which the command hands back; or, with the token, the proof on
+ * the connection, which then carries our frames too. */
+static int answer(int fd, const char *hex, const char *token_file,
+                  const char *host)
+{
+    uint8_t token[HVD_CONNECT_TOKEN_LEN], mac[HVD_MAC_LEN];
+    char line[sizeof(HVD_CONNECT_PROOF) + 256 + 2 * HVD_MAC_LEN + 2];
+    char machex[2 * HVD_MAC_LEN + 1];
+    int n;
+
+    if (host && read_token(token_file, token) == 0 &&
+        hvd_connect_proof(token, hex, host, mac) == 0) {
+        hvd_hex_encode(mac, sizeof(mac), machex);
+        n = snprintf(line, sizeof(line), "%s%.255s %s\n", HVD_CONNECT_PROOF,
+                     host, machex);
+        memset(token, 0, sizeof(token));
+        return write(fd, line, (size_t)n) == n && dup2(fd, 1) == 1 ? 0 : -1;
+    }
+    n = snprintf(line, sizeof(line), "%s%s\n", HVD_CONNECT_GREETING, hex);
+    return write(1, line, (size_t)n) == n ? 0 : -1;
+}
+
 int agent_connect(int argc, char **argv)
 {
     char hex[HVD_CONNECT_CHALLENGE_HEX + 1];
-    char line[sizeof(HVD_CONNECT_GREETING) + HVD_CONNECT_CHALLENGE_HEX + 1];
-    const char *why = "no address given";
-    int fd = -1, one = 1;
+    const char *why = "no address given", *token_file = NULL, *host = NULL;
+    const char *port = NULL;
+    int fd = -1, one = 1, first = argc;
 
-    /* argv: --connect PORT ADDR... */
-    for (int i = 2; i < argc && fd < 0; i++) {
-        fd = dial(argv[i], argv[1]);
+    /* [--token-file PATH --host NAME] --connect PORT ADDR... */
+    for (int i = 0; i + 1 < argc && first == argc; i++) {
+        if (strcmp(argv[i], "--token-file") == 0)
+            token_file = argv[++i];
+        else if (strcmp(argv[i], "--host") == 0)
+            host = argv[++i];
+        else if (strcmp(argv[i], "--connect") == 0) {
+            port = argv[i + 1];
+            first = i + 2;
+        }
+    }
+    for (int i = first; i < argc && fd < 0; i++) {
+        fd = dial(argv[i], port);
         if (fd < 0)
             why = strerror(errno);
     }
     if (fd < 0) {
         hvd_log_error("cannot connect back to horovodrun at port %s of %s%s: "
                       "%s; the hosts must reach the launcher's host over TCP",
-                      argc > 1 ? argv[1] : "?", argc > 2 ? argv[2] : "?",
-                      argc > 3 ? " (or its other addresses)" : "", why);
+                      port ? port : "?", first < argc ? argv[first] : "?",
+                      first + 1 < argc ? " (or its other addresses)" : "", why);
         return -1;
     }
     if (fcntl(fd, F_SETFL, 0) != 0 || read_challenge(fd, hex) != 0) {
         hvd_log_error("connected to horovodrun at port %s, but it sent no "
                       "challenge; is horovodrun as new as hvd-agent?",
-                      argv[1]);
+                      port);
         close(fd);
         return -1;
     }
     setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
-    int n = snprintf(line, sizeof(line), "%s%s\n", HVD_CONNECT_GREETING, hex);
-    if (write(1, line, (size_t)n) != n || dup2(fd, 0) != 0) {
+    if (answer(fd, hex, token_file, host) != 0 || dup2(fd, 0) != 0) {
         hvd_log_error("cannot answer horovodrun's challenge: %s",
                       strerror(errno));
         close(fd);

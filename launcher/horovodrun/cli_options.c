@@ -519,7 +519,7 @@ const struct hr_option hr_options[] = {
      opt_launcher, NULL},
     {"rsh-agent", NULL, 0, "CMD",
      "start each remote host's agent with CMD HOST hvd-agent ... (such as "
-     "kubexec.sh, blaunch or ssh); the agent connects back to "
+     "kubexec.sh, blaunch, pbs_tmrsh or ssh); the agent connects back to "
      "horovodrun over TCP",
      opt_rsh_agent, NULL},
     {"ssh-port", NULL, 'p', "PORT", "SSH port of the remote hosts (default 22)",

@@ -748,6 +748,8 @@ static void agents_close(struct hr_job *job)
                      (unsigned long long)job->out.written, job->out.peak,
                      HR_OUTPUT_HIGH);
     hr_elastic_close(g->el);
+    for (int i = 0; i < g->nagents; i++)
+        hr_rsh_hangup(g->agents[i]->rsh);
     hr_rsh_server_close(g->rsh);
     hr_rdv_close(&g->rdv);
     hr_gloo_store_close(g->gloo);

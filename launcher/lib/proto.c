@@ -236,3 +236,15 @@ void hvd_hello_close(struct hvd_hello *h)
     free(h->host);
     h->host = NULL;
 }
+
+int hvd_connect_proof(const uint8_t token[HVD_CONNECT_TOKEN_LEN],
+                      const char *challenge_hex, const char *host,
+                      uint8_t mac[HVD_MAC_LEN])
+{
+    const struct hvd_mac_part parts[] = {
+        {"hvd-connect", 11},
+        {challenge_hex, HVD_CONNECT_CHALLENGE_HEX},
+        {host, strlen(host)},
+    };
+    return hvd_hmac(token, HVD_CONNECT_TOKEN_LEN, parts, 3, mac);
+}

@@ -5,6 +5,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "common/auth.h"
 #include "launcher/lib/strvec.h"
 
 #define HVD_PROTO_VERSION 1u
@@ -14,6 +15,12 @@
  * challenge after it, before its first frame. */
 #define HVD_CONNECT_CHALLENGE_HEX 64
 #define HVD_CONNECT_GREETING "hvd-agent connected "
+/* Or, where the command hands back no output (PBS's pbs_tmrsh), the agent
+ * proves that it read the job's token file (--token-file: 64 hex digits)
+ * with this line on the connection, then speaks both ways on it:
+ * "hvd-agent proof HOST MAC\n", MAC in hex (hvd_connect_proof). */
+#define HVD_CONNECT_PROOF "hvd-agent proof "
+#define HVD_CONNECT_TOKEN_LEN 32
 
 enum hvd_msg {
     HVD_MSG_HELLO = 1,  /* agent: u32 version, str host, i32 gpus, i32 port */
@@ -116,5 +123,11 @@ struct hvd_hello {
 int hvd_hello_decode(struct hvd_hello *h, const uint8_t *p, size_t len);
 /* Frees h->host; NULL is a no-op. */
 void hvd_hello_close(struct hvd_hello *h);
+
+/* The MAC of an agent's proof: HMAC-SHA256(token, "hvd-connect" ||
+ * challenge hex || host). 0 or HVD_ESYS. */
+int hvd_connect_proof(const uint8_t token[HVD_CONNECT_TOKEN_LEN],
+                      const char *challenge_hex, const char *host,
+                      uint8_t mac[HVD_MAC_LEN]);
 
 #endif

@@ -325,9 +325,14 @@ static int keyword(struct look *lk, const char *file, unsigned long line,
     hvd_quote(q, v, strlen(v));
     if (k == K_HOSTNAME || k == K_IDENTITY || k == K_KNOWN)
         bad = bad_token(v, k == K_HOSTNAME ? "h%" : "dhnpru%");
-    if (bad != NULL)
-        return fail(lk, file, line, HVD_EPARSE, "%s '%s': unknown token '%.2s'",
-                    keywords[k], q, bad);
+    if (bad != NULL) {
+        /* The token quoted too: it may be '%' and a control byte. */
+        char tok[HVD_QUOTE_MAX + 1];
+
+        hvd_quote(tok, bad, bad[1] != '\0' ? 2 : 1);
+        return fail(lk, file, line, HVD_EPARSE, "%s '%s': unknown token '%s'",
+                    keywords[k], q, tok);
+    }
     if (k == K_PORT) {
         num = *v && !v[strspn(v, "0123456789")] ? strtol(v, NULL, 10) : -1;
         if (num < 1 || num > 65535)

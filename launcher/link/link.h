@@ -95,6 +95,9 @@ struct hr_agent {
     uint32_t sent_to; /* elastic: processes below this id were looked at */
 };
 
+/* link_local.c: calls a->cb->ended once the agent's process exited and
+ * everything it sent was read. */
+void hr_link_check_end(struct hr_agent *a);
 /* Writes a frame to the agent on stream to (ownership passes); with
  * notify, a->cb->sent is called once it was written. */
 void hr_link_write(struct hr_agent *a, uv_stream_t *to, uint8_t *frame,

@@ -63,9 +63,9 @@ static void alloc_cb(uv_handle_t *h, size_t hint, uv_buf_t *buf)
 
 static void pipes_kill(struct hr_agent *a, int sig);
 
-static void maybe_ended(struct hr_agent *a)
+void hr_link_check_end(struct hr_agent *a)
 {
-    if (!a->running && !a->reading)
+    if (!a->running && !a->reading && !hr_rsh_reading(a->rsh))
         a->cb->ended(a);
 }
 
@@ -76,11 +76,10 @@ static void on_data(uv_stream_t *s, ssize_t n, const uv_buf_t *buf)
     if (n < 0) {
         uv_read_stop(s);
         a->reading = 0;
-        maybe_ended(a);
+        hr_link_check_end(a);
         return;
     }
-    if (a->rsh && !hr_rsh_bound(a->rsh) &&
-        (skip = hr_rsh_preamble(a, buf->base, (size_t)n)) < 0) {
+    if (a->rsh && (skip = hr_rsh_preamble(a, buf->base, (size_t)n)) < 0) {
         pipes_kill(a, SIGKILL);
         return;
     }
@@ -92,6 +91,7 @@ static void on_data(uv_stream_t *s, ssize_t n, const uv_buf_t *buf)
  * reading its ranks in turn. */
 static void pipes_pause(struct hr_agent *a, int pause)
 {
+    hr_rsh_pause(a->rsh, pause);
     if (!a->reading || !a->handles_open)
         return;
     if (pause)
@@ -103,8 +103,10 @@ static void pipes_pause(struct hr_agent *a, int pause)
 static void on_exit_cb(uv_process_t *p, int64_t status, int sig)
 {
     struct hr_agent *a = p->data;
-    /* The command ended: an agent still running there stops. */
-    hr_rsh_hangup(a->rsh);
+    /* The command ended: an agent still running there stops, unless its
+     * connection is its link (it ends when the agent does). */
+    if (!hr_rsh_duplex(a->rsh))
+        hr_rsh_hangup(a->rsh);
     if (a->rsh && !a->hello && a->failure[0] == '\0')
         snprintf(a->failure, sizeof(a->failure),
                  "the rsh agent '%.200s' exited with %s %d before hvd-agent "
@@ -114,7 +116,7 @@ static void on_exit_cb(uv_process_t *p, int64_t status, int sig)
     a->running = 0;
     a->status = status;
     a->term_signal = sig;
-    maybe_ended(a);
+    hr_link_check_end(a);
 }
 
 int hr_link_sibling_path(const char *name, char *out, size_t len)

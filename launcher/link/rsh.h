@@ -46,6 +46,13 @@ void hr_rsh_free(struct hr_rsh *r);
 ssize_t hr_rsh_preamble(struct hr_agent *a, const char *buf, size_t n);
 /* 1 once the agent's connection is bound to the host. */
 int hr_rsh_bound(const struct hr_rsh *r);
+/* 1 when the agent proved the job's token and its frames come on the
+ * connection (the command hands back no output). NULL is fine. */
+int hr_rsh_duplex(const struct hr_rsh *r);
+/* 1 while such a connection is not at its end. NULL is fine. */
+int hr_rsh_reading(const struct hr_rsh *r);
+/* Stops (1) or resumes (0) reading such a connection. NULL is fine. */
+void hr_rsh_pause(struct hr_rsh *r, int pause);
 /* Queues a frame to the agent (ownership passes), written once bound. */
 void hr_rsh_send(struct hr_agent *a, uint8_t *frame, size_t len, int notify);
 /* Closes the connection: the agent there stops its ranks. */

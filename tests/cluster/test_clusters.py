@@ -60,6 +60,20 @@ exec nsenter -t "$PID" --net --uts --mount -- setsid -w \
 """
 
 
+# PBS's pbs_tmrsh HOST COMMAND...: the task gets the job's environment, not
+# this one's, no input, and its output goes to the job's output file.
+PBS_TMRSH = r"""#!/bin/sh
+HOST=$1
+shift
+case "$HOST" in
+%s
+*) echo "pbs_tmrsh: host \"$HOST\" is not a node in job" >&2; exit 255 ;;
+esac
+exec nsenter -t "$PID" --net --uts --mount -- setsid -w \
+    env -i PATH="$PATH" HOME=/root "$@" </dev/null >>%s 2>&1
+"""
+
+
 def pid_cases(c, names):
     """Shell case arms that set PID to the holder of each named host."""
     return "\n".join('%s) PID=%d ;;' % (n, c.host(n).pid) for n in names)
@@ -367,6 +381,11 @@ class PbsTest(ClusterCase):
         cls.nodefile = os.path.join(c.dir, "nodefile")
         with open(cls.nodefile, "w") as f:
             f.write("w0\nw0\nw1\nw1\n")
+        cls.tmrsh = os.path.join(c.dir, "pbs_tmrsh")
+        cls.joblog = os.path.join(c.dir, "job.o1")
+        with open(cls.tmrsh, "w") as f:
+            f.write(PBS_TMRSH % (pid_cases(c, ["w0", "w1"]), cls.joblog))
+        os.chmod(cls.tmrsh, 0o755)
 
     def test_collectives_and_training(self):
         res = self.run_hr(COLLCHECK, PBS_NODEFILE=self.nodefile)
@@ -376,6 +395,16 @@ class PbsTest(ClusterCase):
 
     def test_failures(self):
         self.check_failures([], "w1", PBS_NODEFILE=self.nodefile)
+
+    def test_pbs_tmrsh(self):
+        # The agents' output does not come back through pbs_tmrsh: they
+        # read the job's token in the (shared) working directory and send
+        # everything on their connection.
+        res = self.run_hr("--rsh-agent", self.tmrsh, COLLCHECK,
+                          PBS_NODEFILE=self.nodefile)
+        self.check_collectives(res, 4, ["w0", "w1"])
+        self.check_failures(["--rsh-agent", self.tmrsh], "w1",
+                            PBS_NODEFILE=self.nodefile)
 
 
 class LsfTest(ClusterCase):

@@ -354,6 +354,57 @@ static void shellsplit_seeds(void)
     seed("shellsplit", "words", join, 1, words, sizeof(words) - 1);
 }
 
+/* ~/.ssh/config texts, looked up for one of the harness's host names. */
+static void sshconfig_seeds(void)
+{
+    /* Byte 0: low two bits the host name (0 "a", 1 "node-1.cluster.local",
+     * 2 "[::1]", 3 "10.0.0.1"), the other six the message buffer size, 0
+     * for a roomy one. */
+    const uint8_t a = 0, node = 1, v6 = 2, ip = 3, tight = 9 << 2;
+    char long_line[1200];
+
+    seed_str("sshconfig", "host-blocks", &node, 1,
+             "# cluster\nHost *.cluster.local !bastion.cluster.local\n"
+             "    HostName %h\n    User train\n    Port 2222\n"
+             "    IdentityFile ~/.ssh/id_%r@%h\n"
+             "    IdentityFile \"/keys/%u key\"\n"
+             "Host *\n    StrictHostKeyChecking accept-new\n"
+             "    UserKnownHostsFile ~/.ssh/known_hosts_%n /dev/null\n"
+             "    ConnectTimeout 1m30s\n");
+    seed_str("sshconfig", "negation", &a, 1,
+             "Host * !a\n  User nobody\nHost a b,c\n  HostName=real-%h.lan\n"
+             "  Port = 22\n  IdentityFile=%d/.ssh/id_%p_%%\n");
+    seed_str("sshconfig", "match-host", &ip, 1,
+             "Match host 10.0.0.*,!10.0.0.2\n  User root\n"
+             "Match exec \"true\" host *\n  Port 1\n"
+             "Match !host 10.0.0.1\n  Port 2\nMatch all\n"
+             "  StrictHostKeyChecking no\n  ConnectTimeout 10\n");
+    seed_str("sshconfig", "quoted", &v6, 1,
+             "Host \"[::1]\" '*.lan'\n\tHostName \"%h\"\n"
+             "\tIdentityFile \"~/my keys/id\" # comment\n"
+             "\tUser 'us er'\n\tStrictHostKeyChecking=\"yes\"\r\n");
+    seed_str("sshconfig", "include", &a, 1,
+             "Include config.d/* ~/.ssh/other\nHost a\n  ConnectTimeout 5\n"
+             "  Include nested\n");
+    seed_str("sshconfig", "bad-port", &a, 1, "Host a\n  Port 65536\n");
+    seed_str("sshconfig", "bad-port-tight", &tight, 1, "Host a\n  Port x22\n");
+    seed_str("sshconfig", "bad-strict", &node, 1,
+             "Host *\n  StrictHostKeyChecking maybe\n");
+    seed_str("sshconfig", "bad-token", &a, 1,
+             "Host *\n  IdentityFile /k/%z\n  HostName %d.lan\n");
+    seed_str("sshconfig", "bad-timeout", &a, 1, "ConnectTimeout 1x\n");
+    seed_str("sshconfig", "unclosed-quote", &a, 1, "User \"root\n");
+    seed_str("sshconfig", "many-identities", &ip, 1,
+             "Host *\n IdentityFile k1\n IdentityFile k2\n IdentityFile k3\n"
+             " IdentityFile k4\n IdentityFile k5\n IdentityFile k6\n"
+             " IdentityFile k7\n IdentityFile k8\n IdentityFile k9\n"
+             " IdentityFile k1\n");
+    seed_str("sshconfig", "hostname-too-long", &node, 1,
+             "HostName %h%h%h%h%h%h%h%h%h%h%h%h%h%h%h%h\n");
+    snprintf(long_line, sizeof(long_line), "Host a\n  User %01150d\n", 7);
+    seed_str("sshconfig", "long-line", &a, 1, long_line);
+}
+
 int main(int argc, char **argv)
 {
     if (argc != 2) {
@@ -368,5 +419,6 @@ int main(int argc, char **argv)
     linesplit_seeds();
     mpiwire_seeds();
     shellsplit_seeds();
+    sshconfig_seeds();
     return failed;
 }

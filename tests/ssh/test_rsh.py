@@ -29,8 +29,11 @@ shift
 echo "$POD_NAME" >> "$(dirname "$0")/pods"
 %s
 exec setsid -w env -i PATH="$PATH" HOME="$HOME" HVDTEST_MARK="$HVDTEST_MARK" \
-    /bin/sh -c "$*" </dev/null
+    /bin/sh -c "$*" </dev/null %s
 """
+
+# What PBS's pbs_tmrsh does with a task's output: not back to the caller.
+NO_OUTPUT = ">/dev/null 2>&1"
 
 
 
@@ -40,11 +43,11 @@ def is_ready(line):
 
 class RshTest(hvdtest.TestCase):
 
-    def agent(self, before=""):
+    def agent(self, before="", after=""):
         """Writes the kubexec.sh of this test; returns its path."""
         path = os.path.join(self.tmp, "kubexec.sh")
         with open(path, "w") as f:
-            f.write(KUBEXEC % before)
+            f.write(KUBEXEC % (before, after))
         os.chmod(path, 0o755)
         return path
 
@@ -67,6 +70,29 @@ class RshTest(hvdtest.TestCase):
             self.assertIn((r % 2, "collcheck: rank %d of 4: 607 checks, "
                            "0 failures" % r), per[r], res.describe())
         self.assertNotIn("hvd-agent connected", res.out + res.err)
+        self.assertNoneLeft()
+
+    def test_rsh_agent_without_output(self):
+        # The agents read the job's token file (the working directory is
+        # shared here) and speak both ways on their connection.
+        res = self.run_hr("--rsh-agent", self.agent(after=NO_OUTPUT), "-np",
+                          "4", "-H", HOSTS, COLLCHECK, timeout=120)
+        self.assertRc(res, 0)
+        per, bad = hvdtest.prefixed(res.out_lines)
+        self.assertEqual((bad, sorted(per)), ([], [0, 1, 2, 3]))
+        for r in range(4):
+            self.assertIn((r % 2, "collcheck: rank %d of 4: 607 checks, "
+                           "0 failures" % r), per[r], res.describe())
+        self.assertEqual([f for f in os.listdir(self.tmp)
+                          if f.startswith(".hvd-rsh-")], [],
+                         "the token file is left behind")
+        job = self.start_hr("--rsh-agent", self.agent(after=NO_OUTPUT),
+                            "-np", "4", "-H", HOSTS, "--kill-grace", "1",
+                            *py(hvdtest.READY_DIE), DIE="3")
+        self.assertEqual(job.wait(60), 137, job.describe())
+        self.assertRegex(job.err, r"rank 3 \(host 127\.0\.0\.3, "
+                         r"local_rank 1\) was killed by signal 9",
+                         job.describe())
         self.assertNoneLeft()
 
     def test_agent_from_open_mpis_variable(self):

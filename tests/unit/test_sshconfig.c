@@ -302,6 +302,11 @@ Test(sshconfig, unknown_token_is_an_error)
     put_file("config", "IdentityFile /k/%\n");
     cr_assert_eq(look("a"), HVD_EPARSE);
     cr_assert_str_eq(err, at_line(1, "IdentityFile '/k/%': unknown token '%'"));
+    /* A control byte after '%' is quoted, not copied into the line. */
+    put_file("config", "IdentityFile /k/%\033x\n");
+    cr_assert_eq(look("a"), HVD_EPARSE);
+    cr_assert_str_eq(err,
+                     at_line(1, "IdentityFile '/k/%?x': unknown token '%?'"));
 }
 
 Test(sshconfig, include_relative_and_glob)
