@@ -1,0 +1,395 @@
+#!/usr/bin/env python3
+"""Benchmark (figures, not a test): launching a job over many hosts.
+
+H hosts of R ranks each (--hosts, default 16,32,64,128; --ranks, default
+4) made of network namespaces (tests/lib/nscluster.py: an address on a
+bridge with no route out, a host name, a real sshd each) and a "launcher"
+host that starts the job. Each rank (tests/bench/manyhosts_rank.c) inits,
+runs one 8 B allreduce, checks it, shuts down, and prints CLOCK_REALTIME
+when init returned and when the allreduce completed. From the start time
+(taken just before the launcher is exec'ed) the tables give: all init and
+first allreduce (the latest rank's; every rank prints), whole job (the
+launcher's exit), the launcher's CPU (user + system) and peak RSS with the
+children it reaped (mpirun's ssh clients; horovodrun speaks SSH itself;
+os.wait4 on the nsenter child, which exec's the launcher), and eth0 bytes
+out/in of the launcher host's own namespace (/proc/net/dev before and
+after: its traffic alone). Each run's line adds how busy this machine was
+(/proc/stat) and the packets its backlog dropped (/proc/net/softnet_stat).
+
+At each H, back to back (the order alternating per rep), on the launcher:
+  ours    horovodrun -np H*R -H w0:R,...,w(H-1):R --bind-to none
+              --start-timeout 120 manyhosts_rank
+  mpirun  mpirun --allow-run-as-root -np H*R -H w0:R,... --bind-to none
+              --mca plm_rsh_args '-i KEY ...' --mca btl tcp,self
+              --mca pml ob1 -x PMIX_MCA_gds=hash manyhosts_mpi_rank
+          (Open MPI's default rsh launch, a tree: mpirun reaches up to
+          routed_radix, 64, hosts and their orteds the rest)
+Like with like: the same hosts, sshd, key and ~/.ssh (bound over /root/.ssh
+everywhere, HOME=/root), the same rank program (one file built on libhvd
+and on MPI), the same ranks per host, no binding. Not alike: inside a host
+libhvd uses shared memory, MPI here TCP. For both sides every host gets an
+empty ~/.bashrc (they share this machine's /root, whose .bashrc runs `pyenv
+init`: 0.1 s of CPU per SSH session, 15 s instead of 1.6 at 128 hosts) and
+static ARP entries (static_arp). Everything runs on this machine: on two
+cores the figures measure its work for H hosts as much as the launcher;
+read ratios and growth. A run past --timeout (300 s) is killed, shows
+"> timeout", and its side is not run at larger H. --reps N: medians (default
+1). Exits 1 only when our side fails or a rank's sum is wrong, 77 (meson's
+skip) without root or the cluster's tools.
+
+    meson test -C build --benchmark manyhosts -v
+    PYTHONPATH=tests/lib python3 tests/bench/manyhosts_bench.py \\
+        --build-dir build --hosts 16,32 --ranks 1,4
+Environment: HVD_HOROVODRUN, HVD_MANYHOSTS_RANK, HVD_MANYHOSTS_MPI_RANK,
+HVD_MPIRUN (meson sets them; else under --build-dir, and PATH). Needs root,
+iproute2, util-linux, openssh-server.
+"""
+
+import argparse
+import datetime
+import os
+import re
+import shutil
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+
+import nscluster
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(
+    os.path.abspath(__file__))))
+LINE = re.compile(rb"manyhosts (\d+) (\d+) (\d+) (\d+) (.*)")
+BASHRC = [("/dev/null", "/root/.bashrc", "ro")] \
+    if os.path.exists("/root/.bashrc") else []
+# Variables that would change horovodrun's hosts or the ranks' GPUs.
+CLEAN = ("SLURM_", "PBS_", "LSB_", "OMPI_MCA_", "CUDA_VISIBLE_DEVICES",
+         "HOROVOD_START_TIMEOUT")
+
+
+def parse_list(s):
+    """'16,32' -> [16, 32], sorted, each >= 1."""
+    out = sorted(set(int(p) for p in s.split(",") if p.strip()))
+    if not out or out[0] < 1:
+        raise argparse.ArgumentTypeError("want counts >= 1")
+    return out
+
+
+def net_bytes(c):
+    """(tx, rx) bytes of eth0 in the launcher host's network namespace."""
+    p = c.run(c.launcher, ["cat", "/proc/net/dev"], capture_output=True,
+              text=True, check=True)
+    for line in p.stdout.splitlines():
+        name, _, rest = line.partition(":")
+        if name.strip() == "eth0":
+            return int(rest.split()[8]), int(rest.split()[0])
+    raise RuntimeError("no eth0 in the launcher's /proc/net/dev")
+
+
+def machine():
+    """(busy jiffies, all jiffies, packets the backlog dropped) of this
+    machine, every namespace together."""
+    with open("/proc/stat") as f:
+        t = [int(x) for x in f.readline().split()[1:]]
+    with open("/proc/net/softnet_stat") as f:
+        drops = sum(int(line.split()[1], 16) for line in f)
+    return sum(t) - t[3] - t[4], sum(t), drops
+
+
+def static_arp(c):
+    """Gives every host a permanent neighbour entry for every other. On two
+    cores, hundreds of ranks connecting at once broadcast ARP requests that
+    the bridge copies to every port, past the kernel's backlog
+    (net.core.netdev_max_backlog, 1000): at 128 hosts requests dropped and
+    connect failed with "No route to host". A real network has no such
+    limit; static entries keep it out of the figures."""
+    hosts, macs = c.hosts + [c.launcher], {}
+    for h in hosts:
+        out = subprocess.run(["ip", "-n", h.ns, "-o", "link", "show", "eth0"],
+                             capture_output=True, text=True, check=True)
+        macs[h.addr] = re.search(r"link/ether (\S+)", out.stdout).group(1)
+    for h in hosts:
+        subprocess.run(["ip", "-n", h.ns, "-b", "-"], text=True, check=True,
+                       input="".join("neigh replace %s lladdr %s dev eth0 "
+                                     "nud permanent\n" % (a, m)
+                                     for a, m in macs.items() if a != h.addr))
+
+
+def sweep(c, grace=3.0):
+    """Waits up to grace seconds for what a job left on the hosts (all but
+    the holders and listening sshds) to go, then kills it; returns the
+    names of what was still there."""
+    hosts = c.hosts + [c.launcher]
+    keep = {h.pid for h in hosts} | {h.sshd.pid for h in hosts if h.sshd}
+    deadline, names = time.monotonic() + grace, set()
+    while True:
+        pids = [p for p in nscluster.netns_pids({h.ino for h in hosts})
+                if p not in keep]
+        if not pids:
+            return sorted(names)
+        if time.monotonic() > deadline:
+            for p in pids:
+                try:
+                    with open("/proc/%d/comm" % p) as f:
+                        names.add(f.read().strip())
+                    os.kill(p, signal.SIGKILL)
+                except OSError:
+                    pass
+        time.sleep(0.05)
+
+
+class Run:
+    """One launcher run: its figures (seconds, bytes) or its error."""
+    error = init = ar = wall = cpu = rss = tx = rx = None
+    timed_out, left, busy, drops = False, (), 0.0, 0
+
+
+def run_job(c, argv, env, nranks, timeout, tmp):
+    """Runs argv on the launcher host, timed; parses the ranks' lines."""
+    r = Run()
+    out, err = tempfile.TemporaryFile(), tempfile.TemporaryFile()
+    (tx0, rx0), s0 = net_bytes(c), machine()
+    t0, m0 = time.time(), time.monotonic()
+    p = subprocess.Popen(
+        ["nsenter", "-t", str(c.launcher.pid), "--net", "--uts", "--mount",
+         "--wd=" + tmp, "--"] + argv, env=env, stdin=subprocess.DEVNULL,
+        stdout=out, stderr=err, start_new_session=True)
+    fired = threading.Event()
+
+    def kill():
+        fired.set()
+        try:
+            os.killpg(p.pid, signal.SIGKILL)
+        except OSError:
+            pass
+    timer = threading.Timer(timeout, kill)
+    timer.start()
+    _, status, ru = os.wait4(p.pid, 0)
+    r.wall = time.monotonic() - m0
+    timer.cancel()
+    p.returncode = os.waitstatus_to_exitcode(status)
+    r.cpu, r.rss = ru.ru_utime + ru.ru_stime, ru.ru_maxrss / 1024.0
+    (tx1, rx1), s1 = net_bytes(c), machine()
+    r.tx, r.rx = tx1 - tx0, rx1 - rx0
+    r.busy = (s1[0] - s0[0]) / max(1, s1[1] - s0[1])
+    r.drops = s1[2] - s0[2]
+    r.left = sweep(c)
+    with out, err:
+        text, etext = out.seek(0) or out.read(), err.seek(0) or err.read()
+    ranks = {int(m.group(1)): (int(m.group(3)), int(m.group(4)),
+                               m.group(5)) for m in LINE.finditer(text)}
+    bad = [b"rank %d: %s" % (k, v[2]) for k, v in sorted(ranks.items())
+           if v[2] != b"ok"]
+    if fired.is_set():
+        r.timed_out = True
+        r.error = "no exit within %d s (%d of %d ranks printed)" % (
+            timeout, len(ranks), nranks)
+    elif p.returncode != 0 or len(ranks) != nranks or bad:
+        tail = b"\n".join(bad[:3] + [(etext or text).strip()[-1500:]])
+        r.error = "exit %d, %d of %d ranks printed, %d not ok:\n%s" % (
+            p.returncode, len(ranks), nranks, len(bad),
+            tail.decode(errors="replace"))
+    else:
+        r.init = max(v[0] for v in ranks.values()) / 1e9 - t0
+        r.ar = max(v[1] for v in ranks.values()) / 1e9 - t0
+    return r
+
+
+def describe(r):
+    """One run in a line."""
+    if r.error is not None:
+        return "FAILED: " + r.error.replace("\n", "\n#   ")
+    return "whole job %.2f s, all init %.2f s, first allreduce %.2f s, CPU " \
+        "%.2f s; machine busy %.0f%%, backlog drops %d%s" % (
+            r.wall, r.init, r.ar, r.cpu, 100 * r.busy, r.drops,
+            "; left and killed: " + " ".join(r.left) if r.left else "")
+
+
+def med(runs, field):
+    """Median of a field over the runs that succeeded, or None."""
+    v = [getattr(r, field) for r in runs if r.error is None]
+    return statistics.median(v) if v else None
+
+
+def cell(runs, field, spec="%.2f"):
+    """A table cell: the median, '> timeout', 'failed' or 'not run'."""
+    v = med(runs, field)
+    if v is None:
+        return "not run" if not runs else \
+            "> timeout" if any(r.timed_out for r in runs) else "failed"
+    if field in ("tx", "rx"):
+        return "%.1f MiB" % (v / 1048576.0) if v >= 1048576 else \
+            "%.0f KiB" % (v / 1024.0)
+    return spec % v
+
+
+def ratio(a, b):
+    """a / b to two places, or n/a."""
+    return "%.2f" % (a / b) if a is not None and b else "n/a"
+
+
+def print_table(R, a, res, sides):
+    """One markdown table for R ranks per host, then the growth lines."""
+    print("\n#### %d rank(s) per host, %s\n" % (
+        R, "median of %d reps" % a.reps if a.reps > 1 else "one run each"))
+    head = ["hosts x ranks", "ours: all hvd_init (s)", "first allreduce (s)",
+            "whole job (s)", "horovodrun CPU (s)", "peak RSS (MiB)",
+            "launcher bytes out/in"]
+    if "mpirun" in sides:
+        head += ["mpirun: all MPI_Init (s)", "first allreduce (s)",
+                 "whole job (s)", "mpirun CPU (s)", "launcher bytes out/in",
+                 "ours/mpirun (whole job)"]
+    print("| " + " | ".join(head) + " |\n|" + "---|" * len(head))
+    for H in a.hosts:
+        row = ["%d x %d" % (H, R)]
+        for s in sides:
+            runs = res.get((s, H, R), [])
+            row += [cell(runs, k) for k in ("init", "ar", "wall", "cpu")]
+            if s == "ours":
+                row.append(cell(runs, "rss", "%.1f"))
+            row.append("%s / %s" % (cell(runs, "tx"), cell(runs, "rx")))
+        if "mpirun" in sides:
+            row.append(ratio(med(res.get(("ours", H, R), []), "wall"),
+                             med(res.get(("mpirun", H, R), []), "wall")))
+        print("| " + " | ".join(row) + " |")
+    print()
+    for s in sides:
+        skipped = [str(H) for H in a.hosts if not res.get((s, H, R))]
+        if skipped:
+            print("%s: not run at %s hosts, after a timeout at fewer" % (
+                s, ",".join(skipped)))
+    for lo, hi in zip(a.hosts, a.hosts[1:]):
+        parts = []
+        for s in sides:
+            lo_r, hi_r = res.get((s, lo, R), []), res.get((s, hi, R), [])
+            parts.append("%s: %s" % (s, ", ".join(
+                "%s x%s" % (f, ratio(med(hi_r, k), med(lo_r, k)))
+                for f, k in (("all init", "init"), ("whole job", "wall"),
+                             ("CPU", "cpu"), ("bytes out", "tx")))))
+        print("growth %d -> %d hosts: %s" % (lo, hi, "; ".join(parts)))
+    for H in a.hosts:
+        w = med(res.get(("ours", H, R), []), "wall")
+        if w is not None:
+            print("ours at %d hosts: %.1f ms of whole job per host" % (
+                H, w * 1e3 / H))
+
+
+def tools(a):
+    """horovodrun, the two rank programs and mpirun, as absolute paths."""
+    b, bench = os.path.abspath(a.build_dir), ("tests", "bench")
+    got = [os.environ.get(var) or os.path.join(b, *rel) for var, rel in (
+        ("HVD_HOROVODRUN", ("launcher", "horovodrun")),
+        ("HVD_MANYHOSTS_RANK", bench + ("manyhosts_rank",)),
+        ("HVD_MANYHOSTS_MPI_RANK", bench + ("manyhosts_mpi_rank",)))]
+    mpirun = os.environ.get("HVD_MPIRUN") or shutil.which("mpirun")
+    return [os.path.abspath(p) for p in got] + [mpirun]
+
+
+def header(a, cmd, sides, mpirun, n, t_up):
+    """The machine, the sizes and each side's command line."""
+    with open("/proc/loadavg") as f:
+        load = f.read().split()[0]
+    print("# manyhosts_bench %s: %d CPUs, load %s, %d hosts + launcher up "
+          "in %.1f s; hosts %s x ranks %s, %d rep(s), timeout %d s" % (
+              datetime.date.today(), os.cpu_count(), load, n, t_up,
+              ",".join(map(str, a.hosts)), ",".join(map(str, a.ranks)),
+              a.reps, a.timeout))
+    for s in sides:
+        argv = cmd(s, 2, a.ranks[0])
+        argv[argv.index("-H") + 1] = "w0:%d,w1:%d,..." % ((a.ranks[0],) * 2)
+        argv[argv.index("-np") + 1] = "H*R"
+        print("# %s (on the launcher host): %s" % (
+            s, subprocess.list2cmdline(argv)))
+    if "mpirun" in sides:
+        v = subprocess.run([mpirun, "--version"], capture_output=True,
+                           text=True).stdout.splitlines()[:1]
+        print("# mpirun: %s" % (v[0] if v else "?"))
+    sys.stdout.flush()
+
+
+def main():
+    """Starts the cluster, runs every side at every size, prints tables."""
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--hosts", type=parse_list, default=[16, 32, 64, 128])
+    ap.add_argument("--ranks", type=parse_list, default=[4])
+    ap.add_argument("--reps", type=int, default=1)
+    ap.add_argument("--timeout", type=int, default=300,
+                    help="seconds per run, either side (default 300)")
+    ap.add_argument("--no-mpi", action="store_true")
+    ap.add_argument("--build-dir", default=os.path.join(ROOT, "build"))
+    a = ap.parse_args()
+    hr, rank, mrank, mpirun = tools(a)
+    for p in (hr, rank):
+        if not os.access(p, os.X_OK):
+            sys.exit("manyhosts_bench: %s not found: build first" % p)
+    sides = ["ours"]
+    if not a.no_mpi and mpirun and os.access(mrank, os.X_OK):
+        sides.append("mpirun")
+    else:
+        print("# mpirun: not run (--no-mpi, or no mpirun or "
+              "manyhosts_mpi_rank)")
+
+    t_all, n = time.monotonic(), a.hosts[-1]
+    sshdir = tempfile.mkdtemp(prefix="hvdmh-ssh-")
+    binds = {nm: [(sshdir, "/root/.ssh", "ro")] + BASHRC
+             for nm in ["w%d" % i for i in range(n)] + ["launcher"]}
+    try:
+        c = nscluster.NsCluster(n, binds=binds)
+    except nscluster.FixtureError as e:
+        shutil.rmtree(sshdir, ignore_errors=True)
+        print("manyhosts_bench: skipped, no cluster: %s" % e)
+        return 77
+    fail = False
+    try:
+        c.ssh_dir(sshdir)  # seen through the binds on every host
+        static_arp(c)
+        env = dict(os.environ, HOME="/root", HVD_TEST_GPU_COUNT="0",
+                   PMIX_MCA_gds="hash")
+        for k in [k for k in env if k.startswith(CLEAN)]:
+            del env[k]
+        rsh = ("-i %s -o IdentitiesOnly=yes -o BatchMode=yes -o "
+               "UserKnownHostsFile=%s -o StrictHostKeyChecking=yes -o "
+               "LogLevel=ERROR" % (c.key, c.known_hosts))
+
+        def cmd(side, H, R):
+            hl = ",".join("w%d:%d" % (i, R) for i in range(H))
+            if side == "ours":
+                return [hr, "-np", str(H * R), "-H", hl, "--bind-to", "none",
+                        "--start-timeout", "120", rank]
+            return [mpirun, "--allow-run-as-root", "-np", str(H * R), "-H",
+                    hl, "--bind-to", "none", "--mca", "plm_rsh_args", rsh,
+                    "--mca", "btl", "tcp,self", "--mca", "pml", "ob1", "-x",
+                    "PMIX_MCA_gds=hash", mrank]
+
+        header(a, cmd, sides, mpirun, n, time.monotonic() - t_all)
+        res, dead = {}, set()
+        tmp = os.path.join(c.dir, "runs")
+        os.makedirs(tmp)
+        for R in a.ranks:
+            for H in a.hosts:
+                for rep in range(a.reps):
+                    for s in sides if rep % 2 == 0 else sides[::-1]:
+                        if (s, R) in dead:
+                            continue
+                        r = run_job(c, cmd(s, H, R), env, H * R, a.timeout,
+                                    tmp)
+                        res.setdefault((s, H, R), []).append(r)
+                        print("# %s %d x %d rep %d: %s" % (
+                            s, H, R, rep + 1, describe(r)))
+                        sys.stdout.flush()
+                        fail = fail or (r.error is not None and s == "ours")
+                        if r.timed_out:
+                            dead.add((s, R))
+            print_table(R, a, res, sides)
+    finally:
+        c.close()
+        shutil.rmtree(sshdir, ignore_errors=True)
+    print("\n# wall time: %.0f s" % (time.monotonic() - t_all))
+    return 1 if fail else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
