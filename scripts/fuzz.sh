@@ -43,7 +43,10 @@ fi
 sources() {
     case "$1" in
     frame) echo common/frame.c common/wire.c ;;
-    proto) echo launcher/lib/proto.c common/wire.c common/frame.c launcher/lib/strvec.c ;;
+    proto)
+        echo launcher/lib/proto.c common/wire.c common/frame.c \
+            launcher/lib/strvec.c common/auth.c
+        ;;
     rdvproto)
         echo common/rdvproto.c common/auth.c common/wire.c common/frame.c
         ;;
