@@ -397,7 +397,9 @@ static void on_resolved(uv_getaddrinfo_t *req, int status, struct addrinfo *res)
         return;
     }
     s->ai = s->ai_next = res;
-    s->a->stage = "connecting";
+    /* While retrying, the stage keeps saying why. */
+    if (s->a->retrying == NULL)
+        s->a->stage = "connecting";
     try_connect(s);
 }
 

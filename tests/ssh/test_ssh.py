@@ -676,6 +676,26 @@ class PreflightTest(SshTestCase):
                          r"config\): anyone on the network path can pose as "
                          r"a host$" % (re.escape(WARN), re.escape(home)))
 
+    def test_ssh_config_connect_timeout(self):
+        # A host that drops the connection's SYN (a full accept queue):
+        # ConnectTimeout ends each try, and the host is tried again.
+        import socket
+        addr = self.c.spare_address()
+        lst = socket.socket()
+        lst.bind((addr, int(self.port)))
+        lst.listen(0)
+        filler = socket.create_connection((addr, int(self.port)))
+        self.addCleanup(lst.close)
+        self.addCleanup(filler.close)
+        home = self.config_home("Host *\n  ConnectTimeout 1\n"
+                                "  IdentityFile KEY\n")
+        res = self.hr("-np", "1", "-H", addr, "--start-timeout", "3",
+                      *sh(TOUCH), home=home)
+        self.assertPreflight(res, {addr: (
+            r"^timed out after 3 s while trying again: cannot connect to "
+            r"port %s: Connection timed out \(--start-timeout\)$"
+            % self.port)})
+
     def test_ssh_config_bad_line(self):
         home = self.config_home("Host *\n  Port many\n")
         res = self.hr("-np", "1", "-H", H1, *sh(TOUCH), home=home)
