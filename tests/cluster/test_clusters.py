@@ -33,50 +33,34 @@ ERR = hvdtest.ERR_PREFIX
 WARN = hvdtest.WARN_PREFIX
 
 
-# kubexec.sh as the training-operator writes it, with kubectl exec played
-# by entering the pod's namespaces: no input, the pod's environment, and a
-# command that outlives a killed script.
-KUBEXEC = r"""#!/bin/sh
-POD_NAME=$1
-shift
-case "$POD_NAME" in
-%s
-*) echo "error: pods \"$POD_NAME\" not found" >&2; exit 1 ;;
-esac
-exec nsenter -t "$PID" --net --uts --mount -- setsid -w \
-    env -i PATH="$PATH" HOME=/root /bin/sh -c "$*" </dev/null
-"""
-
-# LSF's blaunch HOST COMMAND..., as a program on PATH.
-BLAUNCH = r"""#!/bin/sh
-HOST=$1
-shift
-case "$HOST" in
-%s
-*) echo "blaunch: $HOST is not in the job" >&2; exit 1 ;;
-esac
-exec nsenter -t "$PID" --net --uts --mount -- setsid -w \
-    env -i PATH="$PATH" HOME=/root "$@" </dev/null
-"""
+def remote_exec(path, c, names, not_found, command, redirect=""):
+    """Writes an executable script at path that runs `script HOST ARGS...`
+    on the named host of c as a cluster's remote-exec tool does: in the
+    host's namespaces, in a session of its own (it outlives the script),
+    with no input and the host's environment, not this one's. not_found is
+    the shell line for an unknown host; command runs the arguments."""
+    arms = "\n".join("%s) PID=%d ;;" % (n, c.host(n).pid) for n in names)
+    with open(path, "w") as f:
+        f.write("#!/bin/sh\nHOST=$1\nshift\ncase \"$HOST\" in\n%s\n"
+                "*) %s ;;\nesac\n"
+                "exec nsenter -t \"$PID\" --net --uts --mount -- "
+                "setsid -w \\\n"
+                "    env -i PATH=\"$PATH\" HOME=/root %s </dev/null %s\n"
+                % (arms, not_found, command, redirect))
+    os.chmod(path, 0o755)
+    return path
 
 
-# PBS's pbs_tmrsh HOST COMMAND...: the task gets the job's environment, not
-# this one's, no input, and its output goes to the job's output file.
-PBS_TMRSH = r"""#!/bin/sh
-HOST=$1
-shift
-case "$HOST" in
-%s
-*) echo "pbs_tmrsh: host \"$HOST\" is not a node in job" >&2; exit 255 ;;
-esac
-exec nsenter -t "$PID" --net --uts --mount -- setsid -w \
-    env -i PATH="$PATH" HOME=/root "$@" </dev/null >>%s 2>&1
-"""
-
-
-def pid_cases(c, names):
-    """Shell case arms that set PID to the holder of each named host."""
-    return "\n".join('%s) PID=%d ;;' % (n, c.host(n).pid) for n in names)
+# kubexec.sh as the training-operator writes it (kubectl exec POD -- /bin/sh
+# -c "$*"), with kubectl exec played by entering the pod's namespaces.
+KUBEXEC = ('echo "error: pods \\"$HOST\\" not found" >&2; exit 1',
+           '/bin/sh -c "$*"')
+# LSF's blaunch HOST COMMAND...
+BLAUNCH = ('echo "blaunch: $HOST is not in the job" >&2; exit 1', '"$@"')
+# PBS's pbs_tmrsh HOST COMMAND...: its output goes to the job's output
+# file, not back (the redirect names that file).
+PBS_TMRSH = ('echo "pbs_tmrsh: host \\"$HOST\\" is not a node in job" >&2; '
+             'exit 255', '"$@"')
 
 
 def leftovers(c):
@@ -336,9 +320,7 @@ class TrainingOperatorTest(ClusterCase):
             c.stop_sshd(w)
         etc = os.path.join(c.dir, "etc-mpi")
         os.makedirs(etc)
-        with open(os.path.join(etc, "kubexec.sh"), "w") as f:
-            f.write(KUBEXEC % pid_cases(c, cls.W))
-        os.chmod(os.path.join(etc, "kubexec.sh"), 0o755)
+        remote_exec(os.path.join(etc, "kubexec.sh"), c, cls.W, *KUBEXEC)
         with open(os.path.join(etc, "hostfile"), "w") as f:
             f.write("".join("%s slots=2\n" % w for w in cls.W))
         c.bind(c.launcher, etc, "/etc/mpi", ro=True)
@@ -381,11 +363,9 @@ class PbsTest(ClusterCase):
         cls.nodefile = os.path.join(c.dir, "nodefile")
         with open(cls.nodefile, "w") as f:
             f.write("w0\nw0\nw1\nw1\n")
-        cls.tmrsh = os.path.join(c.dir, "pbs_tmrsh")
-        cls.joblog = os.path.join(c.dir, "job.o1")
-        with open(cls.tmrsh, "w") as f:
-            f.write(PBS_TMRSH % (pid_cases(c, ["w0", "w1"]), cls.joblog))
-        os.chmod(cls.tmrsh, 0o755)
+        cls.tmrsh = remote_exec(os.path.join(c.dir, "pbs_tmrsh"), c,
+                                ["w0", "w1"], *PBS_TMRSH,
+                                ">>%s 2>&1" % os.path.join(c.dir, "job.o1"))
 
     def test_collectives_and_training(self):
         res = self.run_hr(COLLCHECK, PBS_NODEFILE=self.nodefile)
@@ -417,9 +397,8 @@ class LsfTest(ClusterCase):
             c.stop_sshd(h)
         cls.bin = os.path.join(c.dir, "lsf-bin")
         os.makedirs(cls.bin)
-        with open(os.path.join(cls.bin, "blaunch"), "w") as f:
-            f.write(BLAUNCH % pid_cases(c, ["lsf1", "lsf2"]))
-        os.chmod(os.path.join(cls.bin, "blaunch"), 0o755)
+        remote_exec(os.path.join(cls.bin, "blaunch"), c, ["lsf1", "lsf2"],
+                    *BLAUNCH)
 
     def env(self, **extra):
         return super().env(LSB_MCPU_HOSTS="lsf1 2 lsf2 2",
