@@ -109,8 +109,16 @@ int hvd_rdv_peers_encode(const struct hvd_rdv_peers *pt, const uint8_t *secret,
 {
     struct hvd_wbuf w;
     hvd_wbuf_init(&w);
+    hvd_wbuf_u32(&w, pt->size);
+    hvd_wbuf_u32(&w, pt->nruns);
+    for (uint32_t i = 0; i < pt->nruns; i++) {
+        hvd_wbuf_u32(&w, pt->runs[i].count);
+        hvd_wbuf_u32(&w, pt->runs[i].repeat);
+        hvd_wbuf_i32(&w, pt->runs[i].host);
+    }
     hvd_wbuf_u32(&w, pt->n);
     for (uint32_t i = 0; i < pt->n; i++) {
+        hvd_wbuf_u32(&w, pt->peers[i].rank);
         hvd_wbuf_str(&w, pt->peers[i].host);
         hvd_wbuf_str(&w, pt->peers[i].addr);
         hvd_wbuf_u32(&w, pt->peers[i].port);
@@ -119,6 +127,53 @@ int hvd_rdv_peers_encode(const struct hvd_rdv_peers *pt, const uint8_t *secret,
                    rank_nonce, out, outlen);
     hvd_wbuf_close(&w);
     return err;
+}
+
+/* The runs; each takes 12 bytes, so a forged count cannot make us
+ * allocate more than the frame could describe. */
+static int decode_runs(struct hvd_rdv_peers *pt, struct hvd_rbuf *r,
+                       size_t body)
+{
+    uint32_t n = hvd_rbuf_u32(r);
+    if (r->err || n == 0 || n > body / 12)
+        return r->err ? r->err : HVD_EPROTO;
+    pt->runs = calloc(n, sizeof(*pt->runs));
+    if (pt->runs == NULL)
+        return HVD_ENOMEM;
+    pt->nruns = n;
+    for (uint32_t i = 0; i < n; i++) {
+        pt->runs[i].count = hvd_rbuf_u32(r);
+        pt->runs[i].repeat = hvd_rbuf_u32(r);
+        pt->runs[i].host = hvd_rbuf_i32(r);
+    }
+    int nhosts;
+    return r->err ? r->err
+                  : hvd_rdv_runs_check(pt->size, pt->runs, pt->nruns, &nhosts);
+}
+
+/* The peers; each takes at least 16 bytes. */
+static int decode_peers(struct hvd_rdv_peers *pt, struct hvd_rbuf *r,
+                        size_t body)
+{
+    uint32_t n = hvd_rbuf_u32(r);
+    if (r->err || n == 0 || n > body / 16)
+        return r->err ? r->err : HVD_EPROTO;
+    pt->peers = calloc(n, sizeof(*pt->peers));
+    if (pt->peers == NULL)
+        return HVD_ENOMEM;
+    pt->n = n;
+    for (uint32_t i = 0; i < n; i++) {
+        struct hvd_rdv_peer *e = &pt->peers[i];
+        e->rank = hvd_rbuf_u32(r);
+        e->host = hvd_rbuf_strdup(r);
+        e->addr = hvd_rbuf_strdup(r);
+        e->port = hvd_rbuf_u32(r);
+        if (r->err)
+            return r->err;
+        if (e->rank >= pt->size || (i > 0 && e->rank <= e[-1].rank))
+            return HVD_EPROTO;
+    }
+    return 0;
 }
 
 int hvd_rdv_peers_decode(struct hvd_rdv_peers *pt, const uint8_t *p, size_t len,
@@ -131,20 +186,9 @@ int hvd_rdv_peers_decode(struct hvd_rdv_peers *pt, const uint8_t *p, size_t len,
     if (err)
         return err;
     hvd_rbuf_init(&r, p, body);
-    uint32_t n = hvd_rbuf_u32(&r);
-    /* Each entry takes at least 12 bytes: a forged count cannot make us
-     * allocate more than the frame could describe. */
-    if (r.err || n == 0 || n > (body - 4) / 12)
-        return r.err ? r.err : HVD_EPROTO;
-    pt->peers = calloc(n, sizeof(*pt->peers));
-    if (pt->peers == NULL)
-        return HVD_ENOMEM;
-    pt->n = n;
-    for (uint32_t i = 0; i < n; i++) {
-        pt->peers[i].host = hvd_rbuf_strdup(&r);
-        pt->peers[i].addr = hvd_rbuf_strdup(&r);
-        pt->peers[i].port = hvd_rbuf_u32(&r);
-    }
+    pt->size = hvd_rbuf_u32(&r);
+    if ((err = decode_runs(pt, &r, body)) || (err = decode_peers(pt, &r, body)))
+        return err;
     return hvd_rbuf_done(&r);
 }
 
@@ -152,13 +196,29 @@ void hvd_rdv_peers_close(struct hvd_rdv_peers *pt)
 {
     if (pt == NULL)
         return;
-    for (uint32_t i = 0; i < pt->n; i++) {
+    for (uint32_t i = 0; pt->peers && i < pt->n; i++) {
         free(pt->peers[i].host);
         free(pt->peers[i].addr);
     }
     free(pt->peers);
-    pt->peers = NULL;
-    pt->n = 0;
+    free(pt->runs);
+    memset(pt, 0, sizeof(*pt));
+}
+
+const struct hvd_rdv_peer *hvd_rdv_peers_find(const struct hvd_rdv_peers *pt,
+                                              uint32_t rank)
+{
+    uint32_t lo = 0, hi = pt->n;
+    while (lo < hi) {
+        uint32_t mid = lo + (hi - lo) / 2;
+        if (pt->peers[mid].rank == rank)
+            return &pt->peers[mid];
+        if (pt->peers[mid].rank < rank)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return NULL;
 }
 
 int hvd_rdv_note_encode(uint8_t type, int32_t rank, const char *msg,

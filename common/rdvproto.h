@@ -6,14 +6,19 @@
 #include <stdint.h>
 
 #include "common/auth.h"
+#include "common/rdvlayout.h"
 
-#define HVD_RDV_VERSION 1u
+/* 2: PEERS carries the layout and only the peers a rank needs. */
+#define HVD_RDV_VERSION 2u
 
 /*
  * server -> rank  CHALLENGE  u32 version, nonce (raw)
  * rank -> server  REGISTER   body, MAC(secret, "register", server nonce,
  *                            body); the MAC is the last 32 bytes
- * server -> rank  PEERS      body, MAC(secret, "peers", rank nonce, body)
+ * server -> rank  PEERS      body, MAC(secret, "peers", rank nonce, body):
+ *                            u32 size, the layout's runs (which host
+ *                            each rank is on), and the addresses of the
+ *                            ranks this one needs (hvd_rdv_layout_wanted)
  * server -> rank  FAIL       i32 code, str message (hvd_init fails with
  *                            code: HVD_ETIMEDOUT, HVD_EAUTH, HVD_EPROTO)
  * server -> rank  ABORT      i32 rank, str message (a rank failed)
@@ -42,7 +47,8 @@ enum hvd_rdv_msg {
     HVD_RDV_HOSTS = 9
 };
 
-/* Rendezvous frames are small; the peer table dominates. */
+/* Rendezvous frames are small: a few KiB unless the layout has a run
+ * for every rank (hosts whose ranks are not together). */
 #define HVD_RDV_FRAME_MAX (16u * 1024 * 1024)
 
 struct hvd_rdv_register {
@@ -55,12 +61,18 @@ struct hvd_rdv_register {
 };
 
 struct hvd_rdv_peer {
+    uint32_t rank;
     char *host;
     char *addr;
     uint32_t port;
 };
 
+/* What PEERS tells one rank: the job's size and layout, and the peers it
+ * needs, by ascending rank. */
 struct hvd_rdv_peers {
+    uint32_t size;
+    uint32_t nruns;
+    struct hvd_rdv_run *runs;
     uint32_t n;
     struct hvd_rdv_peer *peers;
 };
@@ -79,10 +91,15 @@ int hvd_rdv_peers_encode(const struct hvd_rdv_peers *pt, const uint8_t *secret,
                          size_t secretlen,
                          const uint8_t rank_nonce[HVD_NONCE_LEN], uint8_t **out,
                          size_t *outlen);
+/* Verifies the MAC (HVD_EAUTH), then decodes; HVD_EPROTO unless the runs
+ * describe size ranks and the peers' ranks ascend below size. */
 int hvd_rdv_peers_decode(struct hvd_rdv_peers *pt, const uint8_t *p, size_t len,
                          const uint8_t *secret, size_t secretlen,
                          const uint8_t rank_nonce[HVD_NONCE_LEN]);
 void hvd_rdv_peers_close(struct hvd_rdv_peers *pt);
+/* Rank's entry, or NULL when the table has none. */
+const struct hvd_rdv_peer *hvd_rdv_peers_find(const struct hvd_rdv_peers *pt,
+                                              uint32_t rank);
 
 /* A process's place in one generation of an elastic job. */
 struct hvd_rdv_assign {

@@ -48,7 +48,8 @@ sources() {
             launcher/lib/strvec.c common/auth.c
         ;;
     rdvproto)
-        echo common/rdvproto.c common/auth.c common/wire.c common/frame.c
+        echo common/rdvproto.c common/rdvlayout.c common/auth.c common/wire.c \
+            common/frame.c
         ;;
     hostspec) echo launcher/lib/hostspec.c launcher/lib/errmsg.c ;;
     linesplit) echo launcher/lib/linesplit.c ;;
@@ -59,8 +60,9 @@ sources() {
         ;;
     sshconfig) echo launcher/lib/sshconfig.c launcher/lib/errmsg.c ;;
     gen_corpus)
-        echo launcher/lib/proto.c common/rdvproto.c common/auth.c common/wire.c \
-            common/frame.c launcher/lib/strvec.c launcher/lib/mpiwire.c
+        echo launcher/lib/proto.c common/rdvproto.c common/rdvlayout.c \
+            common/auth.c common/wire.c common/frame.c launcher/lib/strvec.c \
+            launcher/lib/mpiwire.c
         ;;
     *)
         echo "fuzz.sh: unknown target '$1'" >&2

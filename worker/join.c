@@ -15,6 +15,7 @@
 #include "common/hvd_err.h"
 #include "common/rdvproto.h"
 #include "common/secret.h"
+#include "common/wire.h"
 #include "worker/ctx.h"
 #include "worker/failure.h"
 #include "hvd_build.h"
@@ -199,6 +200,17 @@ static int rendezvous(struct hvd_ctx *c, int data_port,
                  addr, port);
         return rc < 0 ? rc : HVD_EPROTO;
     }
+    struct hvd_rbuf vr;
+    hvd_rbuf_init(&vr, f.payload, 4);
+    uint32_t version = hvd_rbuf_u32(&vr);
+    if (version != HVD_RDV_VERSION) {
+        snprintf(err, errlen,
+                 "the rendezvous server at %s:%d speaks protocol version "
+                 "%u and this libhvd %u: run the horovodrun of the same "
+                 "build as libhvd",
+                 addr, port, version, HVD_RDV_VERSION);
+        return HVD_EPROTO;
+    }
     uint8_t server_nonce[HVD_NONCE_LEN];
     memcpy(server_nonce, f.payload + 4, HVD_NONCE_LEN);
     atomic_store(&g_rdv_reached, 1);
@@ -280,7 +292,7 @@ static int rendezvous(struct hvd_ctx *c, int data_port,
     }
     rc = hvd_rdv_peers_decode(peers, f.payload, f.len, c->secret,
                               sizeof(c->secret), reg.nonce);
-    if (rc == 0 && peers->n != (uint32_t)c->size)
+    if (rc == 0 && peers->size != (uint32_t)c->size)
         rc = HVD_EPROTO;
     if (rc)
         snprintf(err, errlen, "the rendezvous server's peer table is %s",
@@ -296,16 +308,13 @@ static int connect_peers(struct hvd_ctx *c, int lfd,
                          const struct hvd_rdv_peers *pt, int64_t deadline,
                          char *err, size_t errlen)
 {
-    const char **hosts = malloc((size_t)c->size * sizeof(*hosts));
     struct hvd_link link = {lfd, pt, deadline};
-    int rc = HVD_ENOMEM;
+    struct hvd_rdv_layout layout;
+    int rc = hvd_rdv_layout_from_runs(&layout, pt->size, pt->runs, pt->nruns);
 
-    if (hosts == NULL)
-        return rc;
-    for (int i = 0; i < c->size; i++)
-        hosts[i] = pt->peers[i].host;
-    rc = hvd__topo_build(&c->topo, c->size, c->rank, hosts);
-    free(hosts);
+    if (rc == 0)
+        rc = hvd__topo_build(&c->topo, &layout, c->rank);
+    hvd_rdv_layout_close(&layout);
     if (rc)
         return rc;
     c->tp = hvd__topo_choose(&c->topo, c->size);

@@ -208,35 +208,59 @@ int hr_rdv_registered(const struct hr_rdv *r, int id)
     return in_gen(r, id);
 }
 
-/* Every rank of the plan gets the peer table (an elastic process first
- * its place in it), built from what each registered. */
+/* What rank i of the plan needs from the peer table: the layout, and the
+ * addresses of the ranks it connects to or hears from (wanted). */
+static void send_rank_peers(struct hr_rdv *r, struct hvd_rdv_run *runs,
+                            uint32_t nruns, const struct hvd_rdv_layout *l,
+                            int i)
+{
+    int wanted[HVD_RDV_WANTED_MAX];
+    struct hvd_rdv_peer peers[HVD_RDV_WANTED_MAX];
+    struct hvd_rdv_peers table = {(uint32_t)r->plan_n, nruns, runs, 0, peers};
+    struct hr_rdv_conn *c = r->ranks[r->plan_ids[i]];
+    uint8_t *f;
+    size_t len;
+
+    table.n = (uint32_t)hvd_rdv_layout_wanted(l, i, wanted);
+    for (uint32_t k = 0; k < table.n; k++) {
+        const struct hr_rdv_conn *p = r->ranks[r->plan_ids[wanted[k]]];
+        peers[k] = (struct hvd_rdv_peer){(uint32_t)wanted[k], p->host, p->addr,
+                                         p->port};
+    }
+    if (r->size == 0 &&
+        hvd_rdv_assign_encode(&r->plan_assign[i], r->secret, sizeof(r->secret),
+                              c->rank_nonce, &f, &len) == 0)
+        send_frame(c, f, len);
+    if (hvd_rdv_peers_encode(&table, r->secret, sizeof(r->secret),
+                             c->rank_nonce, &f, &len) == 0)
+        send_frame(c, f, len);
+}
+
+/* Every rank of the plan gets its part of the peer table (an elastic
+ * process first its place in it), built from what each registered. */
 static void send_peers(struct hr_rdv *r)
 {
-    struct hvd_rdv_peers table = {.n = (uint32_t)r->plan_n};
-    struct hvd_rdv_peer *peers =
-        r->plan_n > 0 ? calloc((size_t)r->plan_n, sizeof(*peers)) : NULL;
-    if (peers == NULL)
+    struct hvd_rdv_layout l = {0};
+    struct hvd_rdv_run *runs = NULL;
+    uint32_t nruns = 0;
+    const char **hosts =
+        r->plan_n > 0 ? malloc((size_t)r->plan_n * sizeof(*hosts)) : NULL;
+    if (hosts == NULL)
         return; /* the start timeout reports it */
-    for (int i = 0; i < r->plan_n; i++) {
-        struct hr_rdv_conn *c = r->ranks[r->plan_ids[i]];
-        peers[i] = (struct hvd_rdv_peer){c->host, c->addr, c->port};
+    for (int i = 0; i < r->plan_n; i++)
+        hosts[i] = r->ranks[r->plan_ids[i]]->host;
+    int err = hvd_rdv_layout_from_hosts(&l, r->plan_n, hosts);
+    free(hosts);
+    if (err || hvd_rdv_layout_runs(&l, &runs, &nruns)) {
+        hvd_rdv_layout_close(&l);
+        return;
     }
-    table.peers = peers;
     r->forming = 0;
     uv_timer_stop(&r->timer);
-    for (int i = 0; i < r->plan_n; i++) {
-        uint8_t *f;
-        size_t len;
-        struct hr_rdv_conn *c = r->ranks[r->plan_ids[i]];
-        if (r->size == 0 && hvd_rdv_assign_encode(&r->plan_assign[i], r->secret,
-                                                  sizeof(r->secret),
-                                                  c->rank_nonce, &f, &len) == 0)
-            send_frame(c, f, len);
-        if (hvd_rdv_peers_encode(&table, r->secret, sizeof(r->secret),
-                                 c->rank_nonce, &f, &len) == 0)
-            send_frame(c, f, len);
-    }
-    free(peers);
+    for (int i = 0; i < r->plan_n; i++)
+        send_rank_peers(r, runs, nruns, &l, i);
+    free(runs);
+    hvd_rdv_layout_close(&l);
     if (r->gen == 0)
         hvd_log_info("rendezvous: all %d ranks registered", r->plan_n);
     else

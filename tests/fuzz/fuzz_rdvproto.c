@@ -94,11 +94,20 @@ static void fuzz_peers(const uint8_t *p, size_t len, int sealed)
     FUZZ_CHECK(!sealed || err != HVD_EAUTH);
     if (err == 0) {
         size_t body = len - HVD_MAC_LEN;
-        FUZZ_CHECK(pt.n >= 1 && pt.n <= body / 12);
+        int nhosts = 0;
+        FUZZ_CHECK(pt.nruns >= 1 && pt.nruns <= body / 12);
+        FUZZ_CHECK(pt.n >= 1 && pt.n <= body / 16);
+        FUZZ_CHECK(hvd_rdv_runs_check(pt.size, pt.runs, pt.nruns, &nhosts) ==
+                       0 &&
+                   nhosts >= 1 && (uint32_t)nhosts <= pt.size);
         for (uint32_t i = 0; i < pt.n; i++) {
             FUZZ_CHECK(pt.peers[i].host != NULL && pt.peers[i].addr != NULL);
             FUZZ_CHECK(strlen(pt.peers[i].host) <= body &&
                        strlen(pt.peers[i].addr) <= body);
+            FUZZ_CHECK(pt.peers[i].rank < pt.size &&
+                       (i == 0 || pt.peers[i].rank > pt.peers[i - 1].rank));
+            FUZZ_CHECK(hvd_rdv_peers_find(&pt, pt.peers[i].rank) ==
+                       &pt.peers[i]);
         }
         FUZZ_CHECK(hvd_rdv_peers_encode(&pt, secret, sizeof(secret), nonce,
                                         &out, &outlen) == 0);

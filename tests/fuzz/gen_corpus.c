@@ -203,10 +203,12 @@ static void rdv_seeds(void)
                                    .addr = "10.0.0.2",
                                    .port = 40123};
     struct hvd_rdv_peer peers[] = {
-        {"node-1", "10.0.0.1", 40001},
-        {"node-2", "10.0.0.2", 40002},
+        {0, "node-1", "10.0.0.1", 40001},
+        {2, "node-2", "10.0.0.2", 40002},
     };
-    struct hvd_rdv_peers pt = {2, peers};
+    /* Two hosts of two ranks, then one more rank of the first. */
+    struct hvd_rdv_run runs[] = {{2, 2, -1}, {1, 1, 0}};
+    struct hvd_rdv_peers pt = {5, 2, runs, 2, peers};
     uint8_t *f;
     size_t len;
     /* Byte 0: 0 register, 1 peers, 2 note, 4 assign, 5 hosts; 0x80 asks
@@ -240,8 +242,12 @@ static void rdv_seeds(void)
          len - HVD_FRAME_HDR);
     seed("rdvproto", "peers-body", &seal_peers, 1, f + HVD_FRAME_HDR,
          len - HVD_FRAME_HDR - HVD_MAC_LEN);
-    /* A peer count no body could hold. */
+    /* A size beyond the runs, and a run count no body could hold. */
     f[HVD_FRAME_HDR] = 0xff;
+    seed("rdvproto", "peers-forged-size", &seal_peers, 1, f + HVD_FRAME_HDR,
+         len - HVD_FRAME_HDR - HVD_MAC_LEN);
+    f[HVD_FRAME_HDR] = 0;
+    f[HVD_FRAME_HDR + 4] = 0xff;
     seed("rdvproto", "peers-forged-count", &seal_peers, 1, f + HVD_FRAME_HDR,
          len - HVD_FRAME_HDR - HVD_MAC_LEN);
     free(f);

@@ -36,6 +36,8 @@ import time
 MAGIC = b"HV"
 VERSION = 1
 HDR = 8
+# The rendezvous protocol version (HVD_RDV_VERSION).
+RDV_VERSION = 2
 (CHALLENGE, REGISTER, PEERS, FAIL, ABORT, REPORT, BYE, ASSIGN,
  HOSTS) = range(1, 10)
 NONCE_LEN = 32
@@ -102,11 +104,42 @@ def sealed_frame(ftype, label, secret, rank_nonce, body):
     return frame(ftype, body + mac(secret, label, rank_nonce, body))
 
 
+def challenge_frame(nonce):
+    """The server's CHALLENGE: its protocol version and nonce."""
+    return frame(CHALLENGE, struct.pack(">I", RDV_VERSION) + nonce)
+
+
+def layout_runs(hosts):
+    """The layout of PEERS (common/rdvlayout.h) for host names in rank
+    order: [(count, repeat, host)], host -1 for hosts not seen before."""
+    runs, seen = [], []
+    for i, h in enumerate(hosts):
+        if i > 0 and h == hosts[i - 1]:
+            c, rep, at = runs[-1]
+            runs[-1] = (c + 1, rep, at)
+        elif h in seen:
+            runs.append((1, 1, seen.index(h)))
+        else:
+            seen.append(h)
+            runs.append((1, 1, -1))
+    merged = []
+    for c, rep, at in runs:
+        if merged and at < 0 and merged[-1][2] < 0 and merged[-1][0] == c:
+            merged[-1] = (c, merged[-1][1] + 1, -1)
+        else:
+            merged.append((c, rep, at))
+    return merged
+
+
 def peers_frame(secret, rank_nonce, peers):
-    """PEERS for one rank; peers: [(host, addr, port)] in rank order."""
-    body = struct.pack(">I", len(peers)) + b"".join(
-        s32(h.encode()) + s32(a.encode()) + struct.pack(">I", p)
-        for h, a, p in peers)
+    """PEERS for one rank; peers: [(host, addr, port)] in rank order, all
+    of them sent (a superset of what the rank needs)."""
+    runs = layout_runs([h for h, _, _ in peers])
+    body = struct.pack(">II", len(peers), len(runs)) + b"".join(
+        struct.pack(">IIi", *u) for u in runs)
+    body += struct.pack(">I", len(peers)) + b"".join(
+        struct.pack(">I", r) + s32(h.encode()) + s32(a.encode()) +
+        struct.pack(">I", p) for r, (h, a, p) in enumerate(peers))
     return sealed_frame(PEERS, b"hvd-peers", secret, rank_nonce, body)
 
 

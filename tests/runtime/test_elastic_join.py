@@ -9,7 +9,6 @@ generation's assignment; a notice sent before an assignment is dropped.
 import os
 import re
 import socket
-import struct
 import subprocess
 import time
 import unittest
@@ -38,8 +37,7 @@ class FakeServer:
         c, _ = self.ls.accept()
         c.settimeout(30)
         nonce = os.urandom(rdvpeer.NONCE_LEN)
-        c.sendall(rdvpeer.frame(rdvpeer.CHALLENGE,
-                                struct.pack(">I", 1) + nonce))
+        c.sendall(rdvpeer.challenge_frame(nonce))
         got, _, _ = rdvpeer.read_frames(c, time.monotonic() + 30, want=1)
         ftype, payload, _ = got[0]
         assert ftype == rdvpeer.REGISTER, ftype

@@ -98,8 +98,7 @@ class ReinitTest(unittest.TestCase):
                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
         try:
             c, _ = ls.accept()
-            c.sendall(rdvpeer.frame(rdvpeer.CHALLENGE, bytes(4) +
-                                    os.urandom(rdvpeer.NONCE_LEN)))
+            c.sendall(rdvpeer.challenge_frame(os.urandom(rdvpeer.NONCE_LEN)))
             c.recv(4096)
             ls.close()
             c.close()

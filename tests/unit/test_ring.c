@@ -128,8 +128,8 @@ static size_t large_blocks(int i)
 Test(ring, bruck_allgather_every_rank_count)
 {
     for (int n = 2; n <= MAXN; n++) {
-        check_allgather(n, hvd__ring_links(n), small_blocks);
-        check_allgather(n, hvd__ring_links(n), some_empty);
+        check_allgather(n, hvd_rdv_ring_links(n), small_blocks);
+        check_allgather(n, hvd_rdv_ring_links(n), some_empty);
     }
 }
 
@@ -141,7 +141,7 @@ Test(ring, ring_allgather_without_skip_links)
 
 Test(ring, large_allgather_takes_the_ring)
 {
-    check_allgather(7, hvd__ring_links(7), large_blocks);
+    check_allgather(7, hvd_rdv_ring_links(7), large_blocks);
     check_allgather(5, 1, large_blocks);
 }
 
@@ -149,7 +149,7 @@ Test(ring, large_allgather_takes_the_ring)
 Test(ring, small_allreduce_on_both_paths)
 {
     for (int n = 2; n <= MAXN; n++) {
-        int paths[2] = {1, hvd__ring_links(n)};
+        int paths[2] = {1, hvd_rdv_ring_links(n)};
         for (int p = 0; p < 2; p++) {
             struct member m[MAXN];
             size_t count = 33;

@@ -31,10 +31,23 @@ static int peer_hello(const struct hvd_ctx *c, uint32_t magic, uint32_t from,
     return hvd_hmac(c->secret, sizeof(c->secret), parts, 2, out + 8);
 }
 
-static void describe(char *out, size_t len, const struct hvd_rdv_peers *pt,
+static void describe(char *out, size_t len, const struct hvd_rdv_peer *p,
                      int rank)
 {
-    snprintf(out, len, "rank %d (host %s)", rank, pt->peers[rank].host);
+    snprintf(out, len, "rank %d (host %s)", rank, p->host);
+}
+
+/* The entry of a rank this one needs: the server sends every such one. */
+static const struct hvd_rdv_peer *need(const struct hvd_rdv_peers *pt, int rank,
+                                       char *err, size_t errlen)
+{
+    const struct hvd_rdv_peer *p = hvd_rdv_peers_find(pt, (uint32_t)rank);
+    if (p == NULL)
+        snprintf(err, errlen,
+                 "the rendezvous server's peer table lacks rank %d: is "
+                 "horovodrun of the same build as libhvd?",
+                 rank);
+    return p;
 }
 
 /* Member i of a ring, as a global rank. */
@@ -57,19 +70,21 @@ int hvd__connect_ring(struct hvd_ctx *c, struct hvd_ring *r, int cross,
     int64_t deadline = l->deadline;
     int n = r->size, me = member(global, n, r->rank), rc, missing = 0;
 
-    r->nlinks = hvd__ring_links(n);
+    r->nlinks = hvd_rdv_ring_links(n);
     for (int k = 0; k < r->nlinks; k++) {
         struct hvd_chan *to = &r->to[k];
         int next = member(global, n, r->rank + (1 << k));
         int prev = member(global, n, r->rank - (1 << k));
-        describe(to->desc, sizeof(to->desc), pt, next);
-        describe(r->from[k].desc, sizeof(r->from[k].desc), pt, prev);
-        to->fd = hvd__sock_connect(pt->peers[next].addr,
-                                   (int)pt->peers[next].port, deadline, 1);
+        const struct hvd_rdv_peer *np = need(pt, next, err, errlen);
+        const struct hvd_rdv_peer *pp = need(pt, prev, err, errlen);
+        if (np == NULL || pp == NULL)
+            return HVD_EPROTO;
+        describe(to->desc, sizeof(to->desc), np, next);
+        describe(r->from[k].desc, sizeof(r->from[k].desc), pp, prev);
+        to->fd = hvd__sock_connect(np->addr, (int)np->port, deadline, 1);
         if (to->fd < 0) {
             snprintf(err, errlen, "cannot connect to %s at %s:%u: %s", to->desc,
-                     pt->peers[next].addr, pt->peers[next].port,
-                     strerror(errno));
+                     np->addr, np->port, strerror(errno));
             return to->fd;
         }
         if ((rc = peer_hello(c, magic, (uint32_t)me, (uint32_t)next,
@@ -128,14 +143,16 @@ int hvd__connect_shm(struct hvd_ctx *c, const struct hvd_link *l, char *err,
     int first = t->first[t->host], n = t->count[t->host], rc;
     if (n < 2)
         return 0;
+    const struct hvd_rdv_peer *me = need(l->pt, c->rank, err, errlen);
+    if (me == NULL)
+        return HVD_EPROTO;
     int *ranks = malloc((size_t)n * sizeof(*ranks));
     if (ranks == NULL)
         return HVD_ENOMEM;
     for (int i = 0; i < n; i++)
         ranks[i] = first + i;
     rc = hvd__shm_setup(&c->shm, c->secret, sizeof(c->secret), ranks, n,
-                        c->rank - first, l->pt->peers[c->rank].host,
-                        l->deadline, err, errlen);
+                        c->rank - first, me->host, l->deadline, err, errlen);
     free(ranks);
     return rc;
 }

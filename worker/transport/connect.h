@@ -1,7 +1,7 @@
-/* How a transport connects to its peers once hvd__join has the rendezvous
- * peer table: the authenticated rings of TCP links, and the host's shared
- * memory. join.c calls a transport's connect entry; the entries call
- * these, and nothing here calls back into join.c. */
+/* How a transport connects to its peers once hvd__join has its part of
+ * the rendezvous peer table: the authenticated rings of TCP links, and
+ * the host's shared memory. join.c calls a transport's connect entry;
+ * the entries call these, and nothing here calls back into join.c. */
 #ifndef HVD_CONNECT_H
 #define HVD_CONNECT_H
 
@@ -15,7 +15,7 @@ struct hvd_rdv_peers;
 /* What hvd__join hands a transport's connect entry. */
 struct hvd_link {
     int lfd;                        /* listening for peers */
-    const struct hvd_rdv_peers *pt; /* every rank's address and host */
+    const struct hvd_rdv_peers *pt; /* the peers this rank connects to */
     int64_t deadline;               /* hvd__now_ms() clock */
 };
 

@@ -58,14 +58,6 @@ void hvd__ring_init(struct hvd_ring *r, int rank, int size)
         r->to[k].fd = r->from[k].fd = -1;
 }
 
-int hvd__ring_links(int size)
-{
-    int links = 1;
-    while (size >= 4 && links < HVD_RING_LINKS && (1 << links) < size)
-        links++;
-    return links;
-}
-
 void hvd__ring_close(struct hvd_ring *r)
 {
     if (r == NULL)

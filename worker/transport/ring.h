@@ -7,11 +7,14 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "common/rdvlayout.h"
 #include "hvd.h"
 #include "worker/wait.h"
 
-/* Links at distances 1, 2, 4, ... 2^15 around the ring. */
-#define HVD_RING_LINKS 16
+/* Links at distances 1, 2, 4, ... 2^15 around the ring: how many a ring
+ * connects is hvd_rdv_ring_links, since the rendezvous sends each rank
+ * the addresses of those it connects to. */
+#define HVD_RING_LINKS HVD_RDV_RING_LINKS
 
 /* One connection of the ring. */
 struct hvd_chan {
@@ -43,10 +46,6 @@ struct hvd_ring {
 };
 
 void hvd__ring_init(struct hvd_ring *r, int rank, int size);
-/* How many links a ring of size members connects (hvd__connect_ring): the
- * ring itself, and from 4 members Bruck's links to every distance below
- * size (none beyond HVD_RING_LINKS). */
-int hvd__ring_links(int size);
 /* Frees the buffers and closes the sockets. */
 void hvd__ring_close(struct hvd_ring *r);
 

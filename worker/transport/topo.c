@@ -1,4 +1,5 @@
-/* The host topology from the peer table, and the transport it calls for. */
+/* The host topology from the rendezvous layout, and the transport it
+ * calls for. */
 #include "worker/transport/topo.h"
 
 #include <stdlib.h>
@@ -6,34 +7,30 @@
 
 #include "common/envc.h"
 #include "common/hvd_err.h"
+#include "common/rdvlayout.h"
 #include "worker/setting.h"
 #include "worker/transport/shm.h"
 #include "worker/transport/transport.h"
 
-int hvd__topo_build(struct hvd_topo *t, int size, int rank,
-                    const char *const *hosts)
+int hvd__topo_build(struct hvd_topo *t, const struct hvd_rdv_layout *l,
+                    int rank)
 {
     memset(t, 0, sizeof(*t));
-    t->first = calloc((size_t)size, sizeof(int));
-    t->count = calloc((size_t)size, sizeof(int));
+    t->nhosts = l->nhosts;
+    t->host = l->host_of[rank];
+    t->first = calloc((size_t)l->nhosts, sizeof(int));
+    t->count = calloc((size_t)l->nhosts, sizeof(int));
     if (t->first == NULL || t->count == NULL)
         return HVD_ENOMEM;
+    memcpy(t->first, l->first, (size_t)l->nhosts * sizeof(int));
     t->contiguous = 1;
-    int prev = -1;
-    for (int r = 0; r < size; r++) {
-        int h = 0;
-        while (h < t->nhosts && strcmp(hosts[t->first[h]], hosts[r]) != 0)
-            h++;
-        if (h == t->nhosts)
-            t->first[t->nhosts++] = r;
-        else if (h != prev)
-            t->contiguous = 0; /* a host seen before comes back */
-        t->count[h]++;
-        if (t->count[h] > t->most)
+    for (int r = 0; r < l->size; r++) {
+        int h = l->host_of[r];
+        /* A host seen before comes back. */
+        if (r > 0 && h != l->host_of[r - 1] && l->first[h] != r)
+            t->contiguous = 0;
+        if (++t->count[h] > t->most)
             t->most = t->count[h];
-        if (r == rank)
-            t->host = h;
-        prev = h;
     }
     return 0;
 }

@@ -8,7 +8,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-/* Which ranks share a host, from the peer table's host names. */
+/* Which ranks share a host, from the rendezvous layout. */
 struct hvd_topo {
     int nhosts;
     int host;       /* this rank's host, by order of first appearance */
@@ -21,10 +21,11 @@ struct hvd_topo {
 };
 
 struct hvd_transport;
+struct hvd_rdv_layout;
 
-/* hosts[r] is rank r's host name. 0 or HVD_ENOMEM. */
-int hvd__topo_build(struct hvd_topo *t, int size, int rank,
-                    const char *const *hosts);
+/* 0 or HVD_ENOMEM. */
+int hvd__topo_build(struct hvd_topo *t, const struct hvd_rdv_layout *l,
+                    int rank);
 void hvd__topo_close(struct hvd_topo *t);
 /* The transport for this topology and the HOROVOD_SHM_DISABLE and
  * HOROVOD_HIERARCHICAL_ALLREDUCE settings (the same on every rank); never
