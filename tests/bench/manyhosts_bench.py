@@ -5,46 +5,73 @@ H hosts of R ranks each (--hosts, default 16,32,64,128; --ranks, default
 4) made of network namespaces (tests/lib/nscluster.py: an address on a
 bridge with no route out, a host name, a real sshd each) and a "launcher"
 host that starts the job. Each rank (tests/bench/manyhosts_rank.c) inits,
-runs one 8 B allreduce, checks it, shuts down, and prints CLOCK_REALTIME
-when init returned and when the allreduce completed. From the start time
-(taken just before the launcher is exec'ed) the tables give: all init and
+runs one 8 B allreduce, then 20 more (warm-up) and --iters (200) timed
+ones of the same buffers, checks the sums, shuts down, and prints
+CLOCK_REALTIME when init returned and when the first allreduce completed,
+and its mean microseconds per timed allreduce. From the start time (taken
+just before the launcher is exec'ed) the first table gives: all init and
 first allreduce (the latest rank's; every rank prints), whole job (the
-launcher's exit), the launcher's CPU (user + system) and peak RSS with the
-children it reaped (mpirun's ssh clients; horovodrun speaks SSH itself;
-os.wait4 on the nsenter child, which exec's the launcher), and eth0 bytes
-out/in of the launcher host's own namespace (/proc/net/dev before and
-after: its traffic alone). Each run's line adds how busy this machine was
-(/proc/stat) and the packets its backlog dropped (/proc/net/softnet_stat).
+launcher's exit, after the ranks' 20 + --iters small allreduces: --iters
+0 leaves them out), the launcher's CPU (user + system) and peak RSS with the
+children it reaped (mpirun's and Horovod's ssh clients; our horovodrun
+speaks SSH itself; os.wait4 on the nsenter child, which exec's the
+launcher), and eth0 bytes out/in of the launcher host's own namespace
+(/proc/net/dev before and after: its traffic alone). The second table
+gives the 8 B allreduce latency: the largest over the ranks of their mean
+per timed allreduce, and ours over the others. Each run's line adds how
+busy this machine was (/proc/stat) and the packets its backlog dropped
+(/proc/net/softnet_stat).
 
 At each H, back to back (the order alternating per rep), on the launcher:
-  ours    horovodrun -np H*R -H w0:R,...,w(H-1):R --start-timeout 120
-              manyhosts_rank
-  mpirun  mpirun --allow-run-as-root -np H*R -H w0:R,...
-              --mca plm_rsh_args '-i KEY ...' -x PMIX_MCA_gds=hash
-              manyhosts_mpi_rank
-          (Open MPI's default rsh launch, a tree: mpirun reaches up to
-          routed_radix, 64, hosts and their orteds the rest)
+  ours     horovodrun -np H*R -H w0:R,...,w(H-1):R --start-timeout 120
+               manyhosts_rank ITERS
+  mpirun   mpirun --allow-run-as-root -np H*R -H w0:R,...
+               --mca plm_rsh_args '-i KEY ...' -x PMIX_MCA_gds=hash
+               manyhosts_mpi_rank ITERS
+           (Open MPI's default rsh launch, a tree: mpirun reaches up to
+           routed_radix, 64, hosts and their orteds the rest)
+  horovod  Horovod 0.28.1's horovodrun --gloo -np H*R -H w0:R,...
+               --start-timeout 120 --ssh-identity-file KEY
+               python manyhosts_horovod.py ITERS
+           (up to --horovod-max-hosts, 32, hosts: its ssh check, its
+           task servers on every host to find the common interfaces, then
+           one ssh per rank, Gloo; this Horovod is built with MPI too, and
+           without --gloo its horovodrun would run mpirun)
 Like with like: the same hosts, sshd, key and ~/.ssh (bound over /root/.ssh
-everywhere, HOME=/root), the same rank program (one file built on libhvd
-and on MPI), the same ranks per host, each launcher as users run it: its
-own default binding and transports (horovodrun --bind-to auto; mpirun's
-defaults, shared memory inside a host), PMIX_MCA_gds=hash being what
-mpirun needs to start here. For both sides every host gets an
-empty ~/.bashrc (they share this machine's /root, whose .bashrc runs `pyenv
-init`: 0.1 s of CPU per SSH session, 15 s instead of 1.6 at 128 hosts) and
-static ARP entries (static_arp). Everything runs on this machine: on two
-cores the figures measure its work for H hosts as much as the launcher;
-read ratios and growth. A run past --timeout (300 s) is killed, shows
-"> timeout", and its side is not run at larger H. --reps N: medians (default
-1). Exits 1 only when our side fails or a rank's sum is wrong, 77 (meson's
-skip) without root or the cluster's tools.
+everywhere, HOME=/root), the same work in every rank (one file built on
+libhvd and on MPI; manyhosts_horovod.py the same steps on horovod.torch,
+in Python as Horovod's users run it: its init includes Python's start and
+torch's import), the same ranks per host, each launcher as users run it:
+its own default binding, transports and cycle time (horovodrun --bind-to
+auto; mpirun's defaults, shared memory inside a host; Horovod's Gloo,
+whose checks its horovodrun caches in ~/.horovod for an hour, so with
+--reps > 1 its later reps skip them), PMIX_MCA_gds=hash being what mpirun
+needs to start here. For every side every host gets an empty ~/.bashrc
+(they share this machine's /root, whose .bashrc runs `pyenv init`: 0.1 s
+of CPU per SSH session, 15 s instead of 1.6 at 128 hosts) and static ARP
+entries (static_arp). Everything runs on this machine: on two cores the
+figures measure its work for H hosts as much as the launcher; read ratios
+and growth. So with the latency: all H*R ranks share the two cores, and
+ranks that spin while they wait (Open MPI's default) take the CPU that
+the others and the kernel's packet forwarding need: --mpi-yield makes
+MPI's ranks yield it while they wait, as ours and Horovod's sleep, which
+is how they behave on hosts of their own. A run past --timeout
+(300 s) is killed, shows "> timeout", and its side is not run at larger
+H; a failed run shows "failed: " and the last line of its output. --reps
+N: medians (default 1). Exits 1 only when our side fails or a rank's sum
+is wrong, 77 (meson's skip) without root or the cluster's tools; the
+other sides' failures are figures.
 
-    meson test -C build --benchmark manyhosts -v
+    meson test -C build --benchmark manyhosts -v   (--iters 0: launch)
+    meson test -C build --benchmark manyhosts_allreduce -v
+                           (--ranks 1 --iters 100 --mpi-yield: latency)
     PYTHONPATH=tests/lib python3 tests/bench/manyhosts_bench.py \\
         --build-dir build --hosts 16,32 --ranks 1,4
 Environment: HVD_HOROVODRUN, HVD_MANYHOSTS_RANK, HVD_MANYHOSTS_MPI_RANK,
-HVD_MPIRUN (meson sets them; else under --build-dir, and PATH). Needs root,
-iproute2, util-linux, openssh-server.
+HVD_MPIRUN (meson sets them; else under --build-dir, and PATH);
+HVD_HOROVOD_PYTHON (the venv's python, default build-venv/bin/python, whose
+bin/horovodrun is Horovod's launcher). Needs root, iproute2, util-linux,
+openssh-server.
 """
 
 import argparse
@@ -62,9 +89,9 @@ import time
 
 import nscluster
 
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(
-    os.path.abspath(__file__))))
-LINE = re.compile(rb"manyhosts (\d+) (\d+) (\d+) (\d+) (.*)")
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(os.path.dirname(HERE))
+LINE = re.compile(rb"manyhosts (\d+) (\d+) (\d+) (\d+) ([\d.]+) (.*)")
 BASHRC = [("/dev/null", "/root/.bashrc", "ro")] \
     if os.path.exists("/root/.bashrc") else []
 # Variables that would change horovodrun's hosts or the ranks' GPUs.
@@ -145,8 +172,8 @@ def sweep(c, grace=3.0):
 
 class Run:
     """One launcher run: its figures (seconds, bytes) or its error."""
-    error = init = ar = wall = cpu = rss = tx = rx = None
-    timed_out, left, busy, drops = False, (), 0.0, 0
+    error = init = ar = us = wall = cpu = rss = tx = rx = None
+    timed_out, left, busy, drops, why = False, (), 0.0, 0, ""
 
 
 def run_job(c, argv, env, nranks, timeout, tmp):
@@ -182,9 +209,10 @@ def run_job(c, argv, env, nranks, timeout, tmp):
     with out, err:
         text, etext = out.seek(0) or out.read(), err.seek(0) or err.read()
     ranks = {int(m.group(1)): (int(m.group(3)), int(m.group(4)),
-                               m.group(5)) for m in LINE.finditer(text)}
-    bad = [b"rank %d: %s" % (k, v[2]) for k, v in sorted(ranks.items())
-           if v[2] != b"ok"]
+                               float(m.group(5)), m.group(6))
+             for m in LINE.finditer(text)}
+    bad = [b"rank %d: %s" % (k, v[3]) for k, v in sorted(ranks.items())
+           if v[3] != b"ok"]
     if fired.is_set():
         r.timed_out = True
         r.error = "no exit within %d s (%d of %d ranks printed)" % (
@@ -194,9 +222,11 @@ def run_job(c, argv, env, nranks, timeout, tmp):
         r.error = "exit %d, %d of %d ranks printed, %d not ok:\n%s" % (
             p.returncode, len(ranks), nranks, len(bad),
             tail.decode(errors="replace"))
+        r.why = r.error.strip().splitlines()[-1][-80:].replace("|", "/")
     else:
         r.init = max(v[0] for v in ranks.values()) / 1e9 - t0
         r.ar = max(v[1] for v in ranks.values()) / 1e9 - t0
+        r.us = max(v[2] for v in ranks.values())
     return r
 
 
@@ -205,8 +235,10 @@ def describe(r):
     if r.error is not None:
         return "FAILED: " + r.error.replace("\n", "\n#   ")
     return "whole job %.2f s, all init %.2f s, first allreduce %.2f s, CPU " \
-        "%.2f s; machine busy %.0f%%, backlog drops %d%s" % (
-            r.wall, r.init, r.ar, r.cpu, 100 * r.busy, r.drops,
+        "%.2f s%s; machine busy %.0f%%, backlog drops %d%s" % (
+            r.wall, r.init, r.ar, r.cpu,
+            ", 8 B allreduce %.1f us" % r.us if r.us else "",
+            100 * r.busy, r.drops,
             "; left and killed: " + " ".join(r.left) if r.left else "")
 
 
@@ -216,12 +248,16 @@ def med(runs, field):
     return statistics.median(v) if v else None
 
 
-def cell(runs, field, spec="%.2f"):
-    """A table cell: the median, '> timeout', 'failed' or 'not run'."""
+def cell(runs, field, spec="%.2f", why=False):
+    """A table cell: the median, '> timeout', 'failed' (with why, 'failed:
+    ' and the last failure's last line) or 'not run'."""
     v = med(runs, field)
     if v is None:
-        return "not run" if not runs else \
-            "> timeout" if any(r.timed_out for r in runs) else "failed"
+        if not runs:
+            return "not run"
+        if any(r.timed_out for r in runs):
+            return "> timeout"
+        return "failed: " + runs[-1].why if why else "failed"
     if field in ("tx", "rx"):
         return "%.1f MiB" % (v / 1048576.0) if v >= 1048576 else \
             "%.0f KiB" % (v / 1024.0)
@@ -233,33 +269,59 @@ def ratio(a, b):
     return "%.2f" % (a / b) if a is not None and b else "n/a"
 
 
+# Each side's table header: what its init is called, and its launcher.
+NAMES = {"ours": ("ours: all hvd_init", "horovodrun"),
+         "mpirun": ("mpirun: all MPI_Init", "mpirun"),
+         "horovod": ("horovod: all hvd.init", "Horovod's horovodrun")}
+
+
+def markdown(head, rows):
+    """Prints a markdown table."""
+    print("| " + " | ".join(head) + " |\n|" + "---|" * len(head))
+    for row in rows:
+        print("| " + " | ".join(row) + " |")
+
+
+def side_head(s):
+    """The launch table's columns of side s."""
+    return [NAMES[s][0] + " (s)", "first allreduce (s)", "whole job (s)",
+            NAMES[s][1] + " CPU (s)"] + \
+        (["peak RSS (MiB)"] if s == "ours" else []) + \
+        ["launcher bytes out/in"] + \
+        (["ours/%s (whole job)" % s] if s != "ours" else [])
+
+
+def side_row(res, s, H, R):
+    """The launch table's cells of side s at H x R."""
+    runs = res.get((s, H, R), [])
+    row = [cell(runs, "init", why=True)] + [
+        cell(runs, k) for k in ("ar", "wall", "cpu")]
+    if s == "ours":
+        row.append(cell(runs, "rss", "%.1f"))
+    row.append("%s / %s" % (cell(runs, "tx"), cell(runs, "rx")))
+    if s != "ours":
+        row.append(ratio(med(res.get(("ours", H, R), []), "wall"),
+                         med(runs, "wall")))
+    return row
+
+
 def print_table(R, a, res, sides):
-    """One markdown table for R ranks per host, then the growth lines."""
+    """The launch table for R ranks per host, then the growth lines."""
     print("\n#### %d rank(s) per host, %s\n" % (
         R, "median of %d reps" % a.reps if a.reps > 1 else "one run each"))
-    head = ["hosts x ranks", "ours: all hvd_init (s)", "first allreduce (s)",
-            "whole job (s)", "horovodrun CPU (s)", "peak RSS (MiB)",
-            "launcher bytes out/in"]
-    if "mpirun" in sides:
-        head += ["mpirun: all MPI_Init (s)", "first allreduce (s)",
-                 "whole job (s)", "mpirun CPU (s)", "launcher bytes out/in",
-                 "ours/mpirun (whole job)"]
-    print("| " + " | ".join(head) + " |\n|" + "---|" * len(head))
-    for H in a.hosts:
-        row = ["%d x %d" % (H, R)]
-        for s in sides:
-            runs = res.get((s, H, R), [])
-            row += [cell(runs, k) for k in ("init", "ar", "wall", "cpu")]
-            if s == "ours":
-                row.append(cell(runs, "rss", "%.1f"))
-            row.append("%s / %s" % (cell(runs, "tx"), cell(runs, "rx")))
-        if "mpirun" in sides:
-            row.append(ratio(med(res.get(("ours", H, R), []), "wall"),
-                             med(res.get(("mpirun", H, R), []), "wall")))
-        print("| " + " | ".join(row) + " |")
+    markdown(["hosts x ranks"] + sum((side_head(s) for s in sides), []),
+             [["%d x %d" % (H, R)] + sum((side_row(res, s, H, R)
+                                          for s in sides), [])
+              for H in a.hosts])
     print()
     for s in sides:
-        skipped = [str(H) for H in a.hosts if not res.get((s, H, R))]
+        capped = [str(H) for H in a.hosts
+                  if s == "horovod" and H > a.horovod_max_hosts]
+        skipped = [str(H) for H in a.hosts
+                   if not res.get((s, H, R)) and str(H) not in capped]
+        if capped:
+            print("%s: not run at %s hosts, above --horovod-max-hosts %d" % (
+                s, ",".join(capped), a.horovod_max_hosts))
         if skipped:
             print("%s: not run at %s hosts, after a timeout at fewer" % (
                 s, ",".join(skipped)))
@@ -279,26 +341,59 @@ def print_table(R, a, res, sides):
                 H, w * 1e3 / H))
 
 
+def print_latency(R, a, res, sides):
+    """The 8 B allreduce latency table for R ranks per host: each side's
+    median of the largest mean over the ranks, and ours over the others."""
+    print("\n8 B allreduce, %d rank(s) per host: mean us per allreduce over "
+          "%d after 20 of warm-up, the largest over the ranks\n" % (
+              R, a.iters))
+    rows = []
+    for H in a.hosts:
+        us = [med(res.get((s, H, R), []), "us") for s in sides]
+        rows.append(["%d x %d" % (H, R)] + [
+            cell(res.get((s, H, R), []), "us", "%.1f", why=True)
+            for s in sides] + [ratio(us[0], u) for u in us[1:]])
+    markdown(["hosts x ranks"] + ["%s (us)" % s for s in sides] +
+             ["ours/%s" % s for s in sides[1:]], rows)
+
+
 def tools(a):
-    """horovodrun, the two rank programs and mpirun, as absolute paths."""
-    b, bench = os.path.abspath(a.build_dir), ("tests", "bench")
-    got = [os.environ.get(var) or os.path.join(b, *rel) for var, rel in (
-        ("HVD_HOROVODRUN", ("launcher", "horovodrun")),
-        ("HVD_MANYHOSTS_RANK", bench + ("manyhosts_rank",)),
-        ("HVD_MANYHOSTS_MPI_RANK", bench + ("manyhosts_mpi_rank",)))]
-    mpirun = os.environ.get("HVD_MPIRUN") or shutil.which("mpirun")
-    return [os.path.abspath(p) for p in got] + [mpirun]
+    """The programs as absolute paths: hr (our horovodrun), rank and mrank
+    (the rank on libhvd and on MPI), py (Horovod's venv python), mpirun
+    (None if not found), theirs (Horovod's horovodrun), script (its rank)."""
+    b, t = os.path.abspath(a.build_dir), argparse.Namespace()
+    for k, var, default in (
+            ("hr", "HVD_HOROVODRUN", (b, "launcher", "horovodrun")),
+            ("rank", "HVD_MANYHOSTS_RANK",
+             (b, "tests", "bench", "manyhosts_rank")),
+            ("mrank", "HVD_MANYHOSTS_MPI_RANK",
+             (b, "tests", "bench", "manyhosts_mpi_rank")),
+            ("py", "HVD_HOROVOD_PYTHON",
+             (ROOT, "build-venv", "bin", "python"))):
+        setattr(t, k, os.path.abspath(os.environ.get(var) or
+                                      os.path.join(*default)))
+    t.mpirun = os.environ.get("HVD_MPIRUN") or shutil.which("mpirun")
+    t.theirs = os.path.join(os.path.dirname(t.py), "horovodrun")
+    t.script = os.path.join(HERE, "manyhosts_horovod.py")
+    return t
 
 
-def header(a, cmd, sides, mpirun, n, t_up):
+def version(argv):
+    """The first line argv prints, or '?'."""
+    p = subprocess.run(argv, capture_output=True, text=True)
+    return (p.stdout.strip().splitlines() or ["?"])[0]
+
+
+def header(a, cmd, sides, t, n, t_up):
     """The machine, the sizes and each side's command line."""
     with open("/proc/loadavg") as f:
         load = f.read().split()[0]
     print("# manyhosts_bench %s: %d CPUs, load %s, %d hosts + launcher up "
-          "in %.1f s; hosts %s x ranks %s, %d rep(s), timeout %d s" % (
+          "in %.1f s; hosts %s x ranks %s, %d rep(s), timeout %d s, %d "
+          "timed allreduces" % (
               datetime.date.today(), os.cpu_count(), load, n, t_up,
               ",".join(map(str, a.hosts)), ",".join(map(str, a.ranks)),
-              a.reps, a.timeout))
+              a.reps, a.timeout, a.iters))
     for s in sides:
         argv = cmd(s, 2, a.ranks[0])
         argv[argv.index("-H") + 1] = "w0:%d,w1:%d,..." % ((a.ranks[0],) * 2)
@@ -306,9 +401,10 @@ def header(a, cmd, sides, mpirun, n, t_up):
         print("# %s (on the launcher host): %s" % (
             s, subprocess.list2cmdline(argv)))
     if "mpirun" in sides:
-        v = subprocess.run([mpirun, "--version"], capture_output=True,
-                           text=True).stdout.splitlines()[:1]
-        print("# mpirun: %s" % (v[0] if v else "?"))
+        print("# mpirun: %s" % version([t.mpirun, "--version"]))
+    if "horovod" in sides:
+        print("# horovod: Horovod %s, up to %d hosts" % (
+            version([t.theirs, "--version"]), a.horovod_max_hosts))
     sys.stdout.flush()
 
 
@@ -320,19 +416,37 @@ def main():
     ap.add_argument("--reps", type=int, default=1)
     ap.add_argument("--timeout", type=int, default=300,
                     help="seconds per run, either side (default 300)")
+    ap.add_argument("--iters", type=int, default=200,
+                    help="timed 8 B allreduces per rank (default 200; 0: "
+                    "none, nor the warm-up: launch figures alone)")
+    ap.add_argument("--horovod-max-hosts", type=int, default=32,
+                    help="Horovod's side up to so many hosts (default 32)")
+    ap.add_argument("--mpi-yield", action="store_true",
+                    help="MPI ranks yield the CPU while they wait (--mca "
+                    "mpi_yield_when_idle 1), as ours and Horovod's ranks "
+                    "do: on a machine whose cores every host shares, ranks "
+                    "that spin starve the others")
     ap.add_argument("--no-mpi", action="store_true")
+    ap.add_argument("--no-horovod", action="store_true")
     ap.add_argument("--build-dir", default=os.path.join(ROOT, "build"))
     a = ap.parse_args()
-    hr, rank, mrank, mpirun = tools(a)
-    for p in (hr, rank):
+    if a.iters < 0:
+        ap.error("--iters: want a count >= 0")
+    t = tools(a)
+    for p in (t.hr, t.rank):
         if not os.access(p, os.X_OK):
             sys.exit("manyhosts_bench: %s not found: build first" % p)
     sides = ["ours"]
-    if not a.no_mpi and mpirun and os.access(mrank, os.X_OK):
+    if not a.no_mpi and t.mpirun and os.access(t.mrank, os.X_OK):
         sides.append("mpirun")
     else:
         print("# mpirun: not run (--no-mpi, or no mpirun or "
               "manyhosts_mpi_rank)")
+    if not a.no_horovod and os.access(t.theirs, os.X_OK):
+        sides.append("horovod")
+    else:
+        print("# horovod: not run (--no-horovod, or no %s: "
+              "scripts/install-horovod.sh, HVD_HOROVOD_PYTHON)" % t.theirs)
 
     t_all, n = time.monotonic(), a.hosts[-1]
     sshdir = tempfile.mkdtemp(prefix="hvdmh-ssh-")
@@ -358,14 +472,20 @@ def main():
 
         def cmd(side, H, R):
             hl = ",".join("w%d:%d" % (i, R) for i in range(H))
+            job = ["-np", str(H * R), "-H", hl]
             if side == "ours":
-                return [hr, "-np", str(H * R), "-H", hl, "--start-timeout",
-                        "120", rank]
-            return [mpirun, "--allow-run-as-root", "-np", str(H * R), "-H",
-                    hl, "--mca", "plm_rsh_args", rsh, "-x",
-                    "PMIX_MCA_gds=hash", mrank]
+                return [t.hr] + job + ["--start-timeout", "120", t.rank,
+                                       str(a.iters)]
+            if side == "horovod":
+                return [t.theirs, "--gloo"] + job + [
+                    "--start-timeout", "120", "--ssh-identity-file", c.key,
+                    t.py, t.script, str(a.iters)]
+            yld = ["--mca", "mpi_yield_when_idle", "1"] if a.mpi_yield else []
+            return [t.mpirun, "--allow-run-as-root"] + job + yld + [
+                "--mca", "plm_rsh_args", rsh, "-x", "PMIX_MCA_gds=hash",
+                t.mrank, str(a.iters)]
 
-        header(a, cmd, sides, mpirun, n, time.monotonic() - t_all)
+        header(a, cmd, sides, t, n, time.monotonic() - t_all)
         res, dead = {}, set()
         tmp = os.path.join(c.dir, "runs")
         os.makedirs(tmp)
@@ -373,7 +493,8 @@ def main():
             for H in a.hosts:
                 for rep in range(a.reps):
                     for s in sides if rep % 2 == 0 else sides[::-1]:
-                        if (s, R) in dead:
+                        if (s, R) in dead or (
+                                s == "horovod" and H > a.horovod_max_hosts):
                             continue
                         r = run_job(c, cmd(s, H, R), env, H * R, a.timeout,
                                     tmp)
@@ -385,6 +506,8 @@ def main():
                         if r.timed_out:
                             dead.add((s, R))
             print_table(R, a, res, sides)
+            if a.iters:
+                print_latency(R, a, res, sides)
     finally:
         c.close()
         shutil.rmtree(sshdir, ignore_errors=True)
