@@ -44,8 +44,8 @@ sources() {
     case "$1" in
     frame) echo common/frame.c common/wire.c ;;
     proto)
-        echo launcher/lib/proto.c common/wire.c common/frame.c \
-            launcher/lib/strvec.c common/auth.c
+        echo launcher/lib/proto.c launcher/lib/relayproto.c common/wire.c \
+            common/frame.c launcher/lib/strvec.c common/auth.c
         ;;
     rdvproto)
         echo common/rdvproto.c common/rdvlayout.c common/auth.c common/wire.c \
@@ -60,9 +60,9 @@ sources() {
         ;;
     sshconfig) echo launcher/lib/sshconfig.c launcher/lib/errmsg.c ;;
     gen_corpus)
-        echo launcher/lib/proto.c common/rdvproto.c common/rdvlayout.c \
-            common/auth.c common/wire.c common/frame.c launcher/lib/strvec.c \
-            launcher/lib/mpiwire.c
+        echo launcher/lib/proto.c launcher/lib/relayproto.c common/rdvproto.c \
+            common/rdvlayout.c common/auth.c common/wire.c common/frame.c \
+            launcher/lib/strvec.c launcher/lib/mpiwire.c
         ;;
     *)
         echo "fuzz.sh: unknown target '$1'" >&2

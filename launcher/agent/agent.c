@@ -25,6 +25,13 @@ struct send_req {
     size_t len;
 };
 
+/* Backpressure: the ranks' output and what the agents it started send. */
+static void pause_all(struct agent *ag, int pause)
+{
+    agent_ranks_pause(ag, pause);
+    agent_relay_pause(ag, pause);
+}
+
 static void on_sent(uv_write_t *req, int status)
 {
     struct send_req *sr = (struct send_req *)req;
@@ -34,7 +41,7 @@ static void on_sent(uv_write_t *req, int status)
     free(sr->frame);
     free(sr);
     if (ag->paused && ag->outq < AGENT_OUTQ_LOW)
-        agent_ranks_pause(ag, 0);
+        pause_all(ag, 0);
     if (ag->finished && ag->outq == 0)
         uv_stop(ag->loop);
 }
@@ -59,7 +66,7 @@ static void write_out(struct agent *ag, uint8_t *buf, size_t len)
         return;
     }
     if (!ag->paused && ag->outq > AGENT_OUTQ_HIGH)
-        agent_ranks_pause(ag, 1);
+        pause_all(ag, 1);
 }
 
 void agent_flush(struct agent *ag)
@@ -159,6 +166,10 @@ static void send_hello(struct agent *ag)
 void agent_finish(struct agent *ag)
 {
     agent_flush(ag);
+    /* The agents it started talk through it until they end. */
+    ag->finishing = 1;
+    if (ag->children_live > 0)
+        return;
     ag->finished = 1;
     uv_read_stop((uv_stream_t *)&ag->ctl_in);
     if (ag->outq == 0)
@@ -171,6 +182,7 @@ static void lose_launcher(struct agent *ag)
     uv_read_stop((uv_stream_t *)&ag->ctl_in);
     uv_timer_stop(&ag->silence);
     ag->silence_ms = 0;
+    agent_relay_drop(ag);
     if (!ag->started || ag->live == 0) {
         agent_finish(ag);
         return;
@@ -242,6 +254,10 @@ static int handle_frame(struct agent *ag, const struct hvd_frame *f)
             agent_ranks_stop(ag, now);
         return 0;
     }
+    case HVD_MSG_SPAWN:
+    case HVD_MSG_TO:
+    case HVD_MSG_DROP:
+        return agent_relay_frame(ag, f);
     default:
         return HVD_EPROTO;
     }
@@ -374,6 +390,7 @@ int main(int argc, char **argv)
     /* Everything is reported; close what is left and free it. */
     hr_loop_close_all(loop, UV_RUN_DEFAULT);
     agent_ranks_free(&ag);
+    agent_relay_free(&ag);
     free(ag.batch);
     hvd_jobspec_close(&ag.job);
     hvd_frame_reader_close(&ag.reader);

@@ -21,6 +21,7 @@
 #define AGENT_DRAIN_MAX (1u * 1024 * 1024)
 
 struct agent;
+struct agent_child;
 
 /* One rank: its address is in its handles' data and its pipes' contexts,
  * so it is allocated on its own and never moves. */
@@ -62,6 +63,10 @@ struct agent {
     uint8_t *batch; /* frames not yet handed to ctl_out */
     size_t batch_len, batch_cap;
     struct hr_rankpipe_cfg pipes; /* of every rank's out and err */
+    /* The tree launch: the agents this one started (agent_relay.c). */
+    struct agent_child *children;
+    int children_live; /* not ended yet */
+    int finishing;     /* the ranks are done; waiting for the children */
     char readbuf[65536];
 };
 
@@ -105,8 +110,19 @@ void agent_ranks_reap(struct agent *ag);
 void agent_ranks_stdin(struct agent *ag, const uint8_t *p, size_t len);
 /* Pauses or resumes reading rank output (backpressure). */
 void agent_ranks_pause(struct agent *ag, int pause);
-/* Called when every rank is done. */
+/* Called when every rank is done; the agent exits once the agents it
+ * started have ended too. */
 void agent_finish(struct agent *ag);
+
+/* agent_relay.c. A SPAWN, TO or DROP frame from horovodrun. 0, or an
+ * error for a damaged frame or an unknown agent. */
+int agent_relay_frame(struct agent *ag, const struct hvd_frame *f);
+/* Stops (1) or resumes (0) reading the agents it started. */
+void agent_relay_pause(struct agent *ag, int pause);
+/* Ends the sessions of the agents it started: they stop their ranks. */
+void agent_relay_drop(struct agent *ag);
+/* Frees them, once the loop's handles are closed. */
+void agent_relay_free(struct agent *ag);
 /* Frees the rank table, once the loop's handles are closed. */
 void agent_ranks_free(struct agent *ag);
 

@@ -307,6 +307,7 @@ static void opts_defaults(struct hr_opts *o)
     o->gpu_pinning = 1;
     o->bind = HR_BIND_AUTO;
     o->kill_grace = 5;
+    o->tree_fanout = HR_TREE_FANOUT;
     o->reset_limit = -1;
 }
 

@@ -16,6 +16,9 @@ enum hr_launcher {
     HR_LAUNCH_RSH = 3 /* --rsh-agent, or OMPI_MCA_plm_rsh_agent */
 };
 
+/* --tree-fanout's default: Open MPI's tree (routed_radix) takes 64. */
+#define HR_TREE_FANOUT 32
+
 /*
  * Strings point into argv, into the --config-file's values or into
  * strings (all owned by the struct until hr_opts_close). The runtime's
@@ -39,6 +42,9 @@ struct hr_opts {
     const char *identity_file; /* -i */
     int ssh_accept_new;        /* add unknown host keys */
     const char *agent_path;    /* hvd-agent on remote hosts */
+    /* Agents horovodrun reaches itself over SSH; each starts as many
+     * more (--tree-fanout; 0: all from horovodrun). */
+    int tree_fanout;
     /* The remote-exec command of --launcher rsh, words split at spaces. */
     const char *rsh_agent;
     /* "eth0,eth1" as given (repeated options joined by commas); the

@@ -171,6 +171,22 @@ static int opt_ssh_port(struct hr_opts *o, const char *arg, char *err, size_t n)
     return 0;
 }
 
+static int opt_tree_fanout(struct hr_opts *o, const char *arg, char *err,
+                           size_t n)
+{
+    char *end;
+    long v = strtol(arg, &end, 10);
+    if (end == arg || *end != '\0' || v < 0 || v > 4096) {
+        snprintf(err, n,
+                 "--tree-fanout must be a number of hosts (0-4096; 0 starts "
+                 "every agent from horovodrun), got '%s'",
+                 arg);
+        return -1;
+    }
+    o->tree_fanout = (int)v;
+    return 0;
+}
+
 /* Options that only store their argument. */
 #define STORE(fn, field)                                                       \
     static int fn(struct hr_opts *o, const char *arg, char *err, size_t n)     \
@@ -534,6 +550,11 @@ const struct hr_option hr_options[] = {
     {"agent-path", NULL, 0, "PATH",
      "hvd-agent on remote hosts (default: the same path as here)",
      opt_agent_path, NULL},
+    {"tree-fanout", NULL, 0, "N",
+     "over SSH, horovodrun starts the agents of at most N hosts itself, and "
+     "each of them those of up to N more, and so on (a tree; default 32; 0: "
+     "every host from horovodrun). Not in elastic jobs",
+     opt_tree_fanout, NULL},
     {"network-interfaces", NULL, 0, "IFS",
      "interfaces for the job, separated by commas: ranks get the "
      "rendezvous address of the first; under --mpi, mpirun's TCP uses them",

@@ -21,7 +21,9 @@
 #include "launcher/lib/log.h"
 #include "launcher/lib/net.h"
 #include "launcher/lib/proto.h"
+#include "launcher/lib/relayproto.h"
 #include "launcher/lib/spawn.h"
+#include "launcher/link/relay.h"
 #include "launcher/link/rsh.h"
 #include "launcher/link/srun.h"
 #include "launcher/link/ssh.h"
@@ -172,7 +174,7 @@ static void on_ping(uv_timer_t *t)
 {
     struct hr_agents *g = agents_of(t->data);
     for (int i = 0; i < g->nagents; i++)
-        if (g->agents[i]->ssh && g->agents[i]->running)
+        if ((g->agents[i]->ssh || g->agents[i]->relay) && g->agents[i]->running)
             send_simple(g->agents[i], HVD_MSG_PING, PING_SILENCE_MS, 0);
 }
 
@@ -318,12 +320,41 @@ static void handle_hello(struct hr_job *job, struct hr_agent *a,
         a->hello = 1;
         hvd_log_info("host %s (%s): agent ready, %d GPUs", a->name, h.host,
                      a->gpus);
+        for (int i = 0; i < agents_of(job)->nagents; i++)
+            if (hr_relay_parent(agents_of(job)->agents[i]) == a)
+                hr_relay_parent_ready(agents_of(job)->agents[i]);
     }
     hvd_hello_close(&h);
     if (agents_of(job)->el)
         hr_agents_elastic_hello(job, a);
     else
         check_preflight(job);
+}
+
+/* A frame that a relayed what one of the agents it started said. */
+static int relay_frame(struct hr_job *job, struct hr_agent *a,
+                       const struct hvd_frame *f)
+{
+    struct hr_agents *g = agents_of(job);
+    struct hvd_gone gone = {0};
+    const uint8_t *p;
+    size_t n;
+    uint32_t id;
+    int err = f->type == HVD_MSG_GONE
+                  ? hvd_gone_decode(&gone, f->payload, f->len)
+                  : hvd_relay_unwrap(f->payload, f->len, &id, &p, &n);
+    if (f->type == HVD_MSG_GONE)
+        id = gone.id;
+    /* Only the agents it was asked to start. */
+    if (err == 0 &&
+        (id >= (uint32_t)g->nagents || hr_relay_parent(g->agents[id]) != a))
+        err = HVD_EPROTO;
+    if (err == 0 && f->type == HVD_MSG_GONE)
+        hr_relay_gone(g->agents[id], gone.status, gone.signal, gone.why);
+    else if (err == 0)
+        hr_relay_bytes(g->agents[id], p, n);
+    hvd_gone_close(&gone);
+    return err;
 }
 
 static int handle_frame(struct hr_job *job, struct hr_agent *a,
@@ -376,6 +407,9 @@ static int handle_frame(struct hr_job *job, struct hr_agent *a,
         free(text);
         return 0;
     }
+    case HVD_MSG_FROM:
+    case HVD_MSG_GONE:
+        return relay_frame(job, a, f);
     default:
         return HVD_EPROTO;
     }
@@ -445,10 +479,41 @@ static void agent_lost(struct hr_job *job, struct hr_agent *a)
                     a->name, (long long)a->status, lost);
 }
 
+/* The agents that a's agent started end with it: their sessions were
+ * its own. Unless horovodrun was sending them home (lost 0), that is a
+ * failure of each, and one line names them. */
+static void end_subtree(struct hr_job *job, struct hr_agent *a, int lost)
+{
+    struct hr_agents *g = agents_of(job);
+    char names[400] = "", why[512] = "";
+    int n = 0, len = 0;
+    if (lost)
+        snprintf(why, sizeof(why),
+                 a->hello
+                     ? "lost with the agent of host %s, which started it"
+                     : "not started: host %s, which was to start it, failed",
+                 a->name);
+    for (int i = 0; i < g->nagents; i++) {
+        struct hr_agent *c = g->agents[i];
+        if (hr_relay_parent(c) != a || !c->running)
+            continue;
+        if (len < (int)sizeof(names) - 1)
+            len += snprintf(names + len, sizeof(names) - (size_t)len, "%s%s",
+                            n ? ", " : "", c->name);
+        n++;
+        hr_relay_gone(c, -1, 0, why);
+    }
+    if (n > 0 && lost && g->started)
+        hvd_log_error("host %s: its agent ended, and so did those it started "
+                      "(%d: %s)",
+                      a->name, n, names);
+}
+
 static void agent_ended(struct hr_agent *a)
 {
     struct hr_job *job = a->job;
     struct hr_agents *g = agents_of(job);
+    int lost = !job->stopping;
     if (a->ended)
         return;
     a->ended = 1;
@@ -467,6 +532,7 @@ static void agent_ended(struct hr_agent *a)
     } else {
         agent_lost(job, a);
     }
+    end_subtree(job, a, lost);
     if (--g->agents_left == 0 && (!g->el || hr_elastic_over(g->el)))
         hr_job_ended(job);
 }
@@ -499,7 +565,9 @@ static void on_start_timeout(uv_timer_t *t)
     struct hr_agents *g = agents_of(job);
     for (int i = 0; i < g->nagents; i++) {
         struct hr_agent *a = g->agents[i];
-        if (!a->hello && a->failure[0] == '\0')
+        /* An agent that another one starts: that one says what it was
+         * doing when the STOP below ends it. */
+        if (!a->hello && a->failure[0] == '\0' && !hr_relay_spawned(a))
             snprintf(a->failure, sizeof(a->failure),
                      "timed out after %g s while %s (--start-timeout)",
                      job->opts->start_timeout,
@@ -606,17 +674,23 @@ static int rsh_link(struct hr_job *job, struct hr_agent *a)
 /* Adds the agent of host h (index in job->hosts) and says how it is
  * reached; it is started by its link's start. 0, or horovodrun's exit
  * code once it said why. */
-int hr_agents_add(struct hr_job *job, int h, struct hr_agent **out)
+/* How SSH reaches a host, for horovodrun and for the agents it asks. */
+static struct hr_ssh_cfg ssh_cfg_of(const struct hr_opts *o)
 {
-    const struct hr_opts *o = job->opts;
-    struct hr_agents *g = agents_of(job);
-    const struct hr_ssh_cfg ssh_cfg = {
+    return (struct hr_ssh_cfg){
         .port = o->ssh_port,
         .identity_file = o->identity_file,
         .agent_path = o->agent_path,
         .accept_new = o->ssh_accept_new,
         .retry_s = o->start_timeout,
     };
+}
+
+int hr_agents_add(struct hr_job *job, int h, struct hr_agent **out)
+{
+    const struct hr_opts *o = job->opts;
+    struct hr_agents *g = agents_of(job);
+    const struct hr_ssh_cfg ssh_cfg = ssh_cfg_of(o);
     struct hr_agent *a = calloc(1, sizeof(*a));
 
     if (a == NULL || (g->nagents == g->cap && grow_agents(g) != 0)) {
@@ -666,6 +740,40 @@ int hr_agents_add(struct hr_job *job, int h, struct hr_agent **out)
     return 0;
 }
 
+/*
+ * The tree launch: of the hosts reached over SSH, horovodrun reaches the
+ * first F (--tree-fanout) itself, and the k-th after them (k = 0, 1, ...)
+ * is started by the agent of the k/F-th SSH host: each agent starts at
+ * most F, and the tree is log_F deep. 0, or HVD_ENOMEM.
+ */
+static int plant_tree(struct hr_job *job)
+{
+    struct hr_agents *g = agents_of(job);
+    const struct hr_ssh_cfg cfg = ssh_cfg_of(job->opts);
+    int fan = job->opts->tree_fanout, n = 0, rc = 0;
+    int *ssh = malloc((size_t)g->nagents * sizeof(*ssh));
+    if (ssh == NULL)
+        return HVD_ENOMEM;
+    for (int i = 0; i < g->nagents; i++)
+        if (g->agents[i]->ssh)
+            ssh[n++] = i;
+    for (int k = fan; fan > 0 && k < n && rc == 0; k++) {
+        struct hr_agent *a = g->agents[ssh[k]];
+        struct hr_agent *parent = g->agents[ssh[(k - fan) / fan]];
+        hr_ssh_free(a->ssh);
+        a->ssh = NULL;
+        a->link = &hr_link_relay;
+        if (hr_relay_new(a, parent, (uint32_t)ssh[k], &cfg) == NULL)
+            rc = HVD_ENOMEM;
+    }
+    if (fan > 0 && n > fan && rc == 0)
+        hvd_log_info("tree launch: horovodrun starts the agents of %d hosts, "
+                     "which start those of the other %d (--tree-fanout %d)",
+                     fan, n - fan, fan);
+    free(ssh);
+    return rc;
+}
+
 /* One agent per host that has ranks. 0, or horovodrun's exit code once
  * it said why. */
 static int add_agents(struct hr_job *job)
@@ -680,6 +788,10 @@ static int add_agents(struct hr_job *job)
             return rc;
         if ((int)h == job->plan->ranks[0].host)
             g->stdin_agent = g->nagents - 1;
+    }
+    if (plant_tree(job) != 0) {
+        hvd_log_error("out of memory");
+        return HR_EXIT_INTERNAL;
     }
     return 0;
 }
@@ -762,6 +874,7 @@ static void agents_free(struct hr_job *job)
         hvd_frame_reader_close(&g->agents[i]->reader);
         hr_ssh_free(g->agents[i]->ssh);
         hr_rsh_free(g->agents[i]->rsh);
+        hr_relay_free(g->agents[i]->relay);
         hvd_strvec_close(&g->agents[i]->argv);
         free(g->agents[i]);
     }

@@ -8,7 +8,8 @@
 #include "common/auth.h"
 #include "launcher/lib/strvec.h"
 
-#define HVD_PROTO_VERSION 1u
+/* 2: the tree launch's SPAWN, TO, FROM, GONE and DROP. */
+#define HVD_PROTO_VERSION 2u
 
 /* hvd-agent --connect: the challenge horovodrun sends on the connection
  * (hex, then '\n'), and the line the agent prints on its stdout with that
@@ -33,7 +34,13 @@ enum hvd_msg {
     HVD_MSG_NOTE = 8,   /* agent: u8 level, str text */
     HVD_MSG_PING = 9,   /* launcher: u32 ms; silence that long = lost */
     HVD_MSG_RANKS = 10, /* launcher: u32 n, n ranks as in JOB (elastic) */
-    HVD_MSG_KILL = 11   /* launcher: u32 rank, u8 now; TERM+grace or KILL */
+    HVD_MSG_KILL = 11,  /* launcher: u32 rank, u8 now; TERM+grace or KILL */
+    /* The tree launch (relayproto.h): an agent that starts others. */
+    HVD_MSG_SPAWN = 12, /* launcher: start an agent over SSH */
+    HVD_MSG_TO = 13,    /* launcher: u32 id, a frame for that agent */
+    HVD_MSG_FROM = 14,  /* agent: u32 id, bytes from that agent */
+    HVD_MSG_GONE = 15,  /* agent: u32 id, i32 status, i32 signal, str why */
+    HVD_MSG_DROP = 16   /* launcher: u32 id; end that agent's session */
 };
 
 enum hvd_stream { HVD_STREAM_STDOUT = 1, HVD_STREAM_STDERR = 2 };

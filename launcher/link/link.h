@@ -1,6 +1,7 @@
 /* Links: how horovodrun reaches the agent of a host, over pipes (this
- * host's hvd-agent, or srun starting one) or over SSH, each kind one table
- * of operations; the owner hears back through callbacks, frames only. */
+ * host's hvd-agent, or srun starting one), over SSH, or through the agent
+ * that started it (relay.h), each kind one table of operations; the owner
+ * hears back through callbacks, frames only. */
 #ifndef HR_LINK_H
 #define HR_LINK_H
 
@@ -13,6 +14,7 @@
 
 struct hr_agent;
 struct hr_job;
+struct hr_relay;
 struct hr_rsh;
 struct hr_ssh;
 
@@ -76,6 +78,8 @@ struct hr_agent {
     struct hr_rsh *rsh; /* set when argv is an rsh agent's */
     /* Remote link; NULL for this host. */
     struct hr_ssh *ssh;
+    /* Set when another host's agent starts this one (relay.h). */
+    struct hr_relay *relay;
     const char *stage; /* what pre-flight is doing, for timeouts */
     /* Set while the link waits for the host to come up ("unresolved"),
      * for the start-up line. */

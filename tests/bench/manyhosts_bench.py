@@ -25,6 +25,10 @@ busy this machine was (/proc/stat) and the packets its backlog dropped
 At each H, back to back (the order alternating per rep), on the launcher:
   ours     horovodrun -np H*R -H w0:R,...,w(H-1):R --start-timeout 120
                manyhosts_rank ITERS
+           (its default tree launch above 32 hosts: it starts the agents
+           of 32 hosts, and each of those the agents of up to 32 more)
+  flat     the same with --tree-fanout 0 (--flat): horovodrun starts every
+           host's agent itself
   mpirun   mpirun --allow-run-as-root -np H*R -H w0:R,...
                --mca plm_rsh_args '-i KEY ...' -x PMIX_MCA_gds=hash
                manyhosts_mpi_rank ITERS
@@ -269,8 +273,11 @@ def ratio(a, b):
     return "%.2f" % (a / b) if a is not None and b else "n/a"
 
 
+# Our launcher's sides: with its default tree launch, and flat.
+OURS = ("ours", "flat")
 # Each side's table header: what its init is called, and its launcher.
 NAMES = {"ours": ("ours: all hvd_init", "horovodrun"),
+         "flat": ("flat: all hvd_init", "horovodrun --tree-fanout 0"),
          "mpirun": ("mpirun: all MPI_Init", "mpirun"),
          "horovod": ("horovod: all hvd.init", "Horovod's horovodrun")}
 
@@ -286,7 +293,7 @@ def side_head(s):
     """The launch table's columns of side s."""
     return [NAMES[s][0] + " (s)", "first allreduce (s)", "whole job (s)",
             NAMES[s][1] + " CPU (s)"] + \
-        (["peak RSS (MiB)"] if s == "ours" else []) + \
+        (["peak RSS (MiB)"] if s in OURS else []) + \
         ["launcher bytes out/in"] + \
         (["ours/%s (whole job)" % s] if s != "ours" else [])
 
@@ -296,7 +303,7 @@ def side_row(res, s, H, R):
     runs = res.get((s, H, R), [])
     row = [cell(runs, "init", why=True)] + [
         cell(runs, k) for k in ("ar", "wall", "cpu")]
-    if s == "ours":
+    if s in OURS:
         row.append(cell(runs, "rss", "%.1f"))
     row.append("%s / %s" % (cell(runs, "tx"), cell(runs, "rx")))
     if s != "ours":
@@ -428,6 +435,9 @@ def main():
                     "that spin starve the others")
     ap.add_argument("--no-mpi", action="store_true")
     ap.add_argument("--no-horovod", action="store_true")
+    ap.add_argument("--flat", action="store_true",
+                    help="also our horovodrun with --tree-fanout 0: every "
+                    "host's agent started by horovodrun itself")
     ap.add_argument("--build-dir", default=os.path.join(ROOT, "build"))
     a = ap.parse_args()
     if a.iters < 0:
@@ -436,7 +446,7 @@ def main():
     for p in (t.hr, t.rank):
         if not os.access(p, os.X_OK):
             sys.exit("manyhosts_bench: %s not found: build first" % p)
-    sides = ["ours"]
+    sides = ["ours"] + (["flat"] if a.flat else [])
     if not a.no_mpi and t.mpirun and os.access(t.mrank, os.X_OK):
         sides.append("mpirun")
     else:
@@ -473,9 +483,10 @@ def main():
         def cmd(side, H, R):
             hl = ",".join("w%d:%d" % (i, R) for i in range(H))
             job = ["-np", str(H * R), "-H", hl]
-            if side == "ours":
-                return [t.hr] + job + ["--start-timeout", "120", t.rank,
-                                       str(a.iters)]
+            if side in OURS:
+                flat = ["--tree-fanout", "0"] if side == "flat" else []
+                return [t.hr] + job + flat + ["--start-timeout", "120",
+                                              t.rank, str(a.iters)]
             if side == "horovod":
                 return [t.theirs, "--gloo"] + job + [
                     "--start-timeout", "120", "--ssh-identity-file", c.key,
@@ -502,7 +513,7 @@ def main():
                         print("# %s %d x %d rep %d: %s" % (
                             s, H, R, rep + 1, describe(r)))
                         sys.stdout.flush()
-                        fail = fail or (r.error is not None and s == "ours")
+                        fail = fail or (r.error is not None and s in OURS)
                         if r.timed_out:
                             dead.add((s, R))
             print_table(R, a, res, sides)

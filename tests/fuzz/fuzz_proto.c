@@ -8,6 +8,7 @@
 #include "check.h"
 #include "common/hvd_err.h"
 #include "launcher/lib/proto.h"
+#include "launcher/lib/relayproto.h"
 #include "common/wire.h"
 
 /*
@@ -225,6 +226,44 @@ static void fuzz_stdin(const uint8_t *p, size_t len)
     check_same(&w, HVD_MSG_STDIN, p, len);
 }
 
+/* The tree launch's SPAWN and GONE: a decoded message encodes back to the
+ * same bytes; TO, FROM and DROP: the id, then the rest untouched. */
+static void fuzz_relay(uint8_t type, const uint8_t *p, size_t len)
+{
+    uint8_t *out = NULL;
+    size_t outlen = 0, n;
+    const uint8_t *rest;
+    uint32_t id;
+    int err;
+
+    if (type == HVD_MSG_SPAWN) {
+        struct hvd_spawn s;
+        if ((err = hvd_spawn_decode(&s, p, len)) == 0) {
+            FUZZ_CHECK(s.host[0] != '\0' && s.port <= 65535);
+            FUZZ_CHECK(hvd_spawn_encode(&s, &out, &outlen) == 0);
+        }
+        hvd_spawn_close(&s);
+    } else if (type == HVD_MSG_GONE) {
+        struct hvd_gone g;
+        if ((err = hvd_gone_decode(&g, p, len)) == 0)
+            FUZZ_CHECK(hvd_gone_encode(&g, &out, &outlen) == 0);
+        hvd_gone_close(&g);
+    } else {
+        err = hvd_relay_unwrap(p, len, &id, &rest, &n);
+        FUZZ_CHECK((err == 0) == (len >= 4));
+        if (err == 0) {
+            FUZZ_CHECK(rest == p + 4 && n == len - 4);
+            FUZZ_CHECK(hvd_relay_wrap(type, id, rest, n, &out, &outlen) == 0);
+        }
+    }
+    FUZZ_CHECK(err == 0 || err == HVD_ETRUNC || err == HVD_EPROTO);
+    if (out != NULL) {
+        FUZZ_CHECK(outlen == HVD_FRAME_HDR + len && out[3] == type);
+        FUZZ_CHECK(memcmp(out + HVD_FRAME_HDR, p, len) == 0);
+    }
+    free(out);
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     if (size < 1)
@@ -255,6 +294,13 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         break;
     case HVD_MSG_NOTE:
         fuzz_note(p, len);
+        break;
+    case HVD_MSG_SPAWN:
+    case HVD_MSG_TO:
+    case HVD_MSG_FROM:
+    case HVD_MSG_GONE:
+    case HVD_MSG_DROP:
+        fuzz_relay(data[0], p, len);
         break;
     default:
         /* Any other type byte is the JOB decoder's: it is the big one. */

@@ -10,6 +10,7 @@
 #include "common/auth.h"
 #include "common/frame.h"
 #include "launcher/lib/proto.h"
+#include "launcher/lib/relayproto.h"
 #include "common/rdvproto.h"
 #include "common/secret.h"
 #include "common/wire.h"
@@ -192,6 +193,21 @@ static void proto_seeds(void)
     hvd_wbuf_str(&w, "cannot pin GPU 3");
     f = finish(&w, HVD_MSG_NOTE, &len);
     PROTO_SEED("note");
+
+    const struct hvd_spawn sp = {5,  "node-7", 22,   "/root/.ssh/id",
+                                 "", 1,        30000};
+    const struct hvd_gone gone = {5, -1, 9, "lost with host node-1"};
+    if (hvd_spawn_encode(&sp, &f, &len) != 0)
+        exit(1);
+    PROTO_SEED("spawn");
+    if (hvd_gone_encode(&gone, &f, &len) != 0)
+        exit(1);
+    PROTO_SEED("gone");
+    uint8_t ping[HVD_FRAME_HDR + 4] = {0};
+    hvd_frame_header(ping, HVD_MSG_PING, 4);
+    if (hvd_relay_wrap(HVD_MSG_TO, 5, ping, sizeof(ping), &f, &len) != 0)
+        exit(1);
+    PROTO_SEED("to");
 #undef PROTO_SEED
 }
 

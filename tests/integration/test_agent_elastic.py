@@ -17,6 +17,8 @@ HELLO, JOB, STDIN, SIGNAL, STOP, LINE, EXIT, NOTE, PING, RANKS, KILL = \
     range(1, 12)
 EXIT_CODE, EXIT_SIGNAL, EXIT_SPAWN = 0, 1, 2
 STDOUT = 1
+# HVD_PROTO_VERSION, the first word of HELLO.
+PROTO_VERSION = 2
 
 # common/frame.h: u16 magic "HV", u8 version, u8 type, u32 payload length.
 HDR = struct.Struct(">HBBI")
@@ -179,7 +181,7 @@ class AgentElasticTest(hvdtest.TestCase):
         ag = Agent(self, env)
         kind, payload = ag.next()
         self.assertEqual(kind, HELLO)
-        self.assertEqual(struct.unpack_from(">I", payload)[0], 1)
+        self.assertEqual(struct.unpack_from(">I", payload)[0], PROTO_VERSION)
         base = ["%s=%s" % kv for kv in sorted(env.items())]
         ag.send(job(self.tmp, hvdtest.sh(RANK), base, grace_ms,
                     [(r, lr, rank_env(r)) for r, lr in ranks]))

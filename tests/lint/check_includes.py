@@ -4,8 +4,9 @@ allowed direction.
 
 The tree is layered: common/ depends on nothing; launcher/lib/ on common/;
 launcher/link/ on those two; each launcher program folder (horovodrun,
-agent, mpirank) on common/ and launcher/lib/ (horovodrun also on
-launcher/link/) and on its own folder, never on another program's; worker/
+agent, mpirank) on common/ and launcher/lib/ (horovodrun and agent, which
+starts other hosts' agents in the tree launch, also on launcher/link/) and
+on its own folder, never on another program's; worker/
 (libhvd) on common/ and itself. Only libhvd includes its public header,
 which it spells "hvd.h". A quoted include names its header from the top of
 the tree ("common/wire.h"), unless the header sits in the including file's
@@ -45,6 +46,8 @@ ALLOWED = {
     "launcher/link": {"common", "launcher/lib", "launcher/link"},
     "launcher/horovodrun": {"common", "launcher/lib", "launcher/link",
                             "launcher/horovodrun"},
+    "launcher/agent": {"common", "launcher/lib", "launcher/link",
+                       "launcher/agent"},
     "worker": {"common", "worker"},
 }
 DEFAULT_PROGRAM = {"common", "launcher/lib"}

@@ -1,0 +1,134 @@
+"""The tree launch (--tree-fanout) on 16 namespace hosts
+(tests/lib/nscluster.py), fan-out 3: horovodrun reaches w0, w1 and w2 over
+SSH itself; their agents start w3 to w11 (three each), and those start
+w12 to w15, three levels deep. Every host has the cluster's key and
+known_hosts as /root/.ssh, as agents that start agents need.
+
+Checked: collectives across all 16 hosts; horovodrun holds 3 SSH
+connections, not 16; each rank's lines whole and in order through two
+relays; a rank killed on the deepest level named with its host; a
+SIGKILLed horovodrun, and a SIGKILLed inner agent (its subtree stopped and
+named), leave nothing on any host. Needs root, iproute2, util-linux and
+openssh-server."""
+
+import os
+import re
+import signal
+import subprocess
+import sys
+import unittest
+
+import hvdtest
+import nscluster
+from test_clusters import ClusterCase, leftovers
+
+COLLCHECK = os.environ["HVD_COLLCHECK"]
+PY = "/usr/bin/python3"
+N, FAN = 16, 3
+HOSTS = ["w%d" % i for i in range(N)]
+# w1's agent starts w6, w7 and w8 (the k-th host after the first FAN is
+# started by the agent of host (k - FAN) // FAN).
+INNER, SUBTREE = "w1", ["w6", "w7", "w8"]
+LINES = 300
+COUNT = ("import os\nr = os.environ['HOROVOD_RANK']\n"
+         "for i in range(%d):\n    print('rank %%s line %%d %%s' %% "
+         "(r, i, 'x' * (i %% 97)))\n" % LINES)
+
+
+def agent_pid(c, host):
+    """The pid of the hvd-agent running on host, or None."""
+    for pid in nscluster.netns_pids({c.host(host).ino}):
+        cmd = hvdtest._read("/proc/%d/cmdline" % pid) or b""
+        if cmd.split(b"\0")[0].endswith(b"hvd-agent"):
+            return pid
+    return None
+
+
+class TreeTest(ClusterCase):
+    """One cluster of 16 hosts for every test."""
+
+    @classmethod
+    def setUpClass(cls):
+        c = cls.cluster = nscluster.NsCluster(N)
+        ssh = c.ssh_dir(os.path.join(c.dir, "ssh"))
+        for h in [c.launcher] + list(c.hosts):
+            c.bind(h, ssh, "/root/.ssh", ro=True)
+
+    def job_args(self, *cmd):
+        return ["-np", N, "-H", ",".join("%s:1" % h for h in HOSTS),
+                "--tree-fanout", FAN, "--kill-grace", "1"] + list(cmd)
+
+    def test_collectives_through_the_tree(self):
+        job = self.start("--verbose", *self.job_args(COLLCHECK))
+        # While it runs, horovodrun's own SSH connections: one per agent
+        # it starts itself.
+        ss = subprocess.run(["nsenter", "-t", str(self.cluster.launcher.pid),
+                             "--net", "--", "ss", "-Htn", "state",
+                             "established", "( dport = :22 )"],
+                            capture_output=True, text=True)
+        self.assertEqual(job.wait(120), 0, job.describe())
+        per, bad = hvdtest.prefixed(job.out.splitlines())
+        self.assertEqual(bad, [], job.describe())
+        self.assertEqual(sorted(per), list(range(N)), job.describe())
+        for r in range(N):
+            self.assertTrue(any(re.match(r"collcheck: rank %d of %d: \d+ "
+                                         r"checks, 0 failures$" % (r, N), t)
+                                for _, t in per[r]), job.describe())
+        self.assertIn("tree launch: horovodrun starts the agents of 3 hosts, "
+                      "which start those of the other 13 (--tree-fanout 3)",
+                      job.err)
+        self.assertLessEqual(len(ss.stdout.splitlines()), FAN, ss.stdout)
+
+    def test_a_host_that_does_not_resolve_deep_in_the_tree(self):
+        # The 17th SSH host is started by w4's agent.
+        res = self.run_hr("-np", N + 1, "-H", ",".join(
+            "%s:1" % h for h in HOSTS + ["nohost"]), "--tree-fanout", FAN,
+            "--start-timeout", "3", "true")
+        self.assertRc(res, 255)
+        # It alone is named, with the reason its relay found.
+        self.assertEqual(res.error_lines(), [
+            hvdtest.ERR_PREFIX + "host nohost: timed out after 3 s while "
+            "trying again: cannot resolve the name: temporary failure "
+            "(--start-timeout)"], res.describe())
+        self.assertNothingLeft()
+
+    def test_lines_whole_and_in_order(self):
+        res = self.run_hr(*self.job_args(PY, "-c", COUNT))
+        self.assertRc(res, 0)
+        per, bad = hvdtest.prefixed(res.out_lines)
+        self.assertEqual(bad, [], res.describe())
+        for r in range(N):
+            want = ["rank %d line %d %s" % (r, i, "x" * (i % 97))
+                    for i in range(LINES)]
+            self.assertEqual([t for _, t in per[r]], want, "rank %d" % r)
+
+    def test_a_killed_rank_deep_in_the_tree_is_named(self):
+        job = self.start(*self.job_args(PY, "-c", hvdtest.READY_DIE),
+                         DIE="15")
+        self.assertEqual(job.wait(90), 137, job.describe())
+        self.assertRegex(job.err, r"rank 15 \(host w15, local_rank 0\) was "
+                         r"killed by signal 9", job.describe())
+        self.assertNothingLeft()
+
+    def test_sigkill_of_horovodrun_leaves_nothing(self):
+        job = self.start(*self.job_args(PY, "-c", hvdtest.READY_DIE))
+        job.wait_line(lambda l: l.endswith(">:ready"), count=N, timeout=90)
+        job.signal(signal.SIGKILL)
+        job.wait(10)
+        self.assertNothingLeft()
+
+    def test_sigkill_of_an_inner_agent_stops_and_names_its_subtree(self):
+        job = self.start(*self.job_args(PY, "-c", hvdtest.READY_DIE))
+        job.wait_line(lambda l: l.endswith(">:ready"), count=N, timeout=90)
+        os.kill(agent_pid(self.cluster, INNER), signal.SIGKILL)
+        self.assertNotEqual(job.wait(60), 0, job.describe())
+        self.assertIn("host %s: its agent ended, and so did those it "
+                      "started (3: %s)" % (INNER, ", ".join(SUBTREE)),
+                      job.err, job.describe())
+        self.assertRegex(job.err, r"host %s: hvd-agent was killed by signal "
+                         r"9" % INNER, job.describe())
+        self.assertNothingLeft()
+
+
+if __name__ == "__main__":
+    sys.exit(unittest.main())
