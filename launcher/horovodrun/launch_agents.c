@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include "common/envc.h"
@@ -320,9 +321,10 @@ static void handle_hello(struct hr_job *job, struct hr_agent *a,
         a->hello = 1;
         hvd_log_info("host %s (%s): agent ready, %d GPUs", a->name, h.host,
                      a->gpus);
-        for (int i = 0; i < agents_of(job)->nagents; i++)
-            if (hr_relay_parent(agents_of(job)->agents[i]) == a)
-                hr_relay_parent_ready(agents_of(job)->agents[i]);
+        struct hr_agents *g = agents_of(job);
+        for (int i = 0; i < g->nagents; i++)
+            if (hr_relay_parent(g->agents[i]) == a)
+                hr_relay_parent_ready(g->agents[i]);
     }
     hvd_hello_close(&h);
     if (agents_of(job)->el)
@@ -331,7 +333,7 @@ static void handle_hello(struct hr_job *job, struct hr_agent *a,
         check_preflight(job);
 }
 
-/* A frame that a relayed what one of the agents it started said. */
+/* FROM or GONE: what an agent that a started sent, or that it ended. */
 static int relay_frame(struct hr_job *job, struct hr_agent *a,
                        const struct hvd_frame *f)
 {
@@ -671,9 +673,6 @@ static int rsh_link(struct hr_job *job, struct hr_agent *a)
     return 0;
 }
 
-/* Adds the agent of host h (index in job->hosts) and says how it is
- * reached; it is started by its link's start. 0, or horovodrun's exit
- * code once it said why. */
 /* How SSH reaches a host, for horovodrun and for the agents it asks. */
 static struct hr_ssh_cfg ssh_cfg_of(const struct hr_opts *o)
 {
@@ -686,6 +685,9 @@ static struct hr_ssh_cfg ssh_cfg_of(const struct hr_opts *o)
     };
 }
 
+/* Adds the agent of host h (index in job->hosts) and says how it is
+ * reached; it is started by its link's start. 0, or horovodrun's exit
+ * code once it said why. */
 int hr_agents_add(struct hr_job *job, int h, struct hr_agent **out)
 {
     const struct hr_opts *o = job->opts;
@@ -774,6 +776,38 @@ static int plant_tree(struct hr_job *job)
     return rc;
 }
 
+/*
+ * Room for the job's descriptors: every rank keeps a rendezvous connection
+ * to horovodrun for the whole job, strangers may hold up to 512 more, and
+ * the agent on this host (which inherits the limit) holds three pipes a
+ * rank. The soft open-files limit is raised that far, up to the hard one;
+ * where that is too low, one line says so.
+ */
+static void make_room(int ranks)
+{
+    struct rlimit rl;
+    rlim_t want = (rlim_t)ranks * 4 + 1024;
+    if (getrlimit(RLIMIT_NOFILE, &rl) != 0 || rl.rlim_cur == RLIM_INFINITY ||
+        rl.rlim_cur >= want)
+        return;
+    rlim_t was = rl.rlim_cur;
+    rl.rlim_cur =
+        rl.rlim_max != RLIM_INFINITY && rl.rlim_max < want ? rl.rlim_max : want;
+    if (rl.rlim_cur > was && setrlimit(RLIMIT_NOFILE, &rl) != 0)
+        rl.rlim_cur = was;
+    if (rl.rlim_cur < want)
+        hvd_log_warn("this job's %d ranks may need %llu open files in "
+                     "horovodrun (a rendezvous connection each), and the "
+                     "hard limit is %llu; raise it (ulimit -Hn, or "
+                     "LimitNOFILE in systemd) if ranks fail to connect",
+                     ranks, (unsigned long long)want,
+                     (unsigned long long)rl.rlim_max);
+    else
+        hvd_log_info("raised the open-files limit from %llu to %llu for "
+                     "%d ranks",
+                     (unsigned long long)was, (unsigned long long)want, ranks);
+}
+
 /* One agent per host that has ranks. 0, or horovodrun's exit code once
  * it said why. */
 static int add_agents(struct hr_job *job)
@@ -827,6 +861,7 @@ static int agents_start(struct hr_job *job)
         hr_startup_start(job);
         return hr_elastic_go(job);
     }
+    make_room(job->plan->size);
     if ((rc = add_agents(job)) != 0)
         return rc;
 

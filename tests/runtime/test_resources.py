@@ -6,6 +6,7 @@ printed as a table (figures; the assertions are generous bounds that only
 catch leaks that grow with the job)."""
 
 import os
+import resource
 import subprocess
 import time
 import unittest
@@ -46,7 +47,37 @@ def marked_alive():
     return alive
 
 
+def nofile(soft, hard):
+    """A preexec_fn that sets the open-files limit of the child."""
+    return lambda: resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
+
+
 class ResourcesTest(unittest.TestCase):
+
+    def test_a_low_open_files_limit_is_raised(self):
+        # 48 ranks need about 150 pipes in the local agent and 48
+        # rendezvous connections in horovodrun: more than a soft limit of
+        # 100, which horovodrun raises towards the hard limit.
+        hard = resource.getrlimit(resource.RLIMIT_NOFILE)[1]
+        if hard != resource.RLIM_INFINITY and hard < 2048:
+            self.skipTest("the hard open-files limit is %d" % hard)
+        argv = [HR, "-np", "48", TINY, "0"]
+        p = subprocess.run(argv, preexec_fn=nofile(100, hard), text=True,
+                           capture_output=True, timeout=120,
+                           stdin=subprocess.DEVNULL)
+        self.assertEqual(p.returncode, 0, p.stdout[-2000:] + p.stderr)
+        self.assertEqual(p.stdout.count(": ok\n"), 48, p.stderr)
+        # Where the hard limit is as low, the job fails, and one line
+        # first says what to do.
+        p = subprocess.run(argv, preexec_fn=nofile(100, 100), text=True,
+                           capture_output=True, timeout=120,
+                           stdin=subprocess.DEVNULL)
+        self.assertNotEqual(p.returncode, 0, p.stderr)
+        self.assertTrue(p.stderr.startswith(
+            "horovodrun: warning: this job's 48 ranks may need 1216 open "
+            "files in horovodrun (a rendezvous connection each), and the "
+            "hard limit is 100; raise it (ulimit -Hn, or LimitNOFILE in "
+            "systemd) if ranks fail to connect\n"), p.stderr)
 
     def run_job(self, np):
         env = dict(os.environ)
