@@ -120,23 +120,32 @@ Test(rdvlayout, wanted_are_the_ring_partners_and_leaders)
     hvd_rdv_layout_close(&l);
 }
 
+static uint8_t secret[32], nonce[HVD_NONCE_LEN];
+
+/* Encodes pt and decodes it into got: the decoder's verdict. */
+static int through_the_wire(const struct hvd_rdv_peers *pt,
+                            struct hvd_rdv_peers *got)
+{
+    uint8_t *f;
+    size_t len;
+    memset(secret, 7, sizeof(secret));
+    memset(nonce, 9, sizeof(nonce));
+    cr_assert_eq(
+        hvd_rdv_peers_encode(pt, secret, sizeof(secret), nonce, &f, &len), 0);
+    int rc = hvd_rdv_peers_decode(got, f + HVD_FRAME_HDR, len - HVD_FRAME_HDR,
+                                  secret, sizeof(secret), nonce);
+    free(f);
+    return rc;
+}
+
 Test(rdvlayout, peers_frame_round_trip)
 {
-    uint8_t secret[32], nonce[HVD_NONCE_LEN], *f;
-    size_t len;
     struct hvd_rdv_run runs[] = {{2, 2, -1}, {1, 1, 0}};
     struct hvd_rdv_peer peers[] = {{0, "a", "10.0.0.1", 4000},
                                    {3, "b", "10.0.0.2", 4003}};
     struct hvd_rdv_peers pt = {5, 2, runs, 2, peers}, got = {0};
 
-    memset(secret, 7, sizeof(secret));
-    memset(nonce, 9, sizeof(nonce));
-    cr_assert_eq(
-        hvd_rdv_peers_encode(&pt, secret, sizeof(secret), nonce, &f, &len), 0);
-    cr_assert_eq(hvd_rdv_peers_decode(&got, f + HVD_FRAME_HDR,
-                                      len - HVD_FRAME_HDR, secret,
-                                      sizeof(secret), nonce),
-                 0);
+    cr_assert_eq(through_the_wire(&pt, &got), 0);
     cr_expect_eq(got.size, 5);
     cr_expect_eq(got.nruns, 2);
     cr_expect_eq(got.runs[1].host, 0);
@@ -146,36 +155,30 @@ Test(rdvlayout, peers_frame_round_trip)
     cr_expect_null(hvd_rdv_peers_find(&got, 1));
     cr_expect_null(hvd_rdv_peers_find(&got, 4));
     hvd_rdv_peers_close(&got);
-    free(f);
 
-    /* Ranks out of order, or beyond the job, are refused. */
+    /* Ranks out of order, or beyond the job, are refused, and so is a
+     * layout of another size. */
     peers[1].rank = 0;
-    cr_assert_eq(
-        hvd_rdv_peers_encode(&pt, secret, sizeof(secret), nonce, &f, &len), 0);
-    cr_expect_eq(hvd_rdv_peers_decode(&got, f + HVD_FRAME_HDR,
-                                      len - HVD_FRAME_HDR, secret,
-                                      sizeof(secret), nonce),
-                 HVD_EPROTO);
+    cr_expect_eq(through_the_wire(&pt, &got), HVD_EPROTO);
     hvd_rdv_peers_close(&got);
-    free(f);
     peers[1].rank = 5;
-    cr_assert_eq(
-        hvd_rdv_peers_encode(&pt, secret, sizeof(secret), nonce, &f, &len), 0);
-    cr_expect_eq(hvd_rdv_peers_decode(&got, f + HVD_FRAME_HDR,
-                                      len - HVD_FRAME_HDR, secret,
-                                      sizeof(secret), nonce),
-                 HVD_EPROTO);
+    cr_expect_eq(through_the_wire(&pt, &got), HVD_EPROTO);
     hvd_rdv_peers_close(&got);
-    free(f);
-    /* A layout of another size. */
     peers[1].rank = 3;
     pt.size = 6;
+    cr_expect_eq(through_the_wire(&pt, &got), HVD_EPROTO);
+    hvd_rdv_peers_close(&got);
+    /* And a MAC from another secret. */
+    pt.size = 5;
+    uint8_t *f;
+    size_t len;
     cr_assert_eq(
         hvd_rdv_peers_encode(&pt, secret, sizeof(secret), nonce, &f, &len), 0);
+    secret[0] ^= 1;
     cr_expect_eq(hvd_rdv_peers_decode(&got, f + HVD_FRAME_HDR,
                                       len - HVD_FRAME_HDR, secret,
                                       sizeof(secret), nonce),
-                 HVD_EPROTO);
+                 HVD_EAUTH);
     hvd_rdv_peers_close(&got);
     free(f);
 }
