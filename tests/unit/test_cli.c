@@ -175,6 +175,10 @@ Test(cli, equals_and_attached_forms)
     cr_expect_str_eq(o.hosts, "h:4");
     cr_expect_eq(o.ssh_port, 22);
     cr_expect_str_eq(o.identity_file, "/k");
+    cr_expect_eq(o.tree_fanout, HR_TREE_FANOUT);
+    cr_assert_eq(parse(ARGS("-np", "1", "--tree-fanout=0", "x")), HR_CLI_RUN,
+                 "%s", errbuf);
+    cr_expect_eq(o.tree_fanout, 0);
 
     cr_assert_eq(parse(ARGS("-np", "1", "-H=h:1", "-hostfile=f", "x")),
                  HR_CLI_USAGE);
@@ -558,6 +562,9 @@ Test(cli, errors)
          "--fusion-threshold-mb must be a number of at least 0, got '-1'"},
         {{"-np", "1", "--ssh-port", "70000", "x", NULL},
          "--ssh-port must be a TCP port (1-65535), got '70000'"},
+        {{"-np", "1", "--tree-fanout", "-1", "x", NULL},
+         "--tree-fanout must be a number of hosts (0-4096; 0 starts every "
+         "agent from horovodrun), got '-1'"},
         {{"-np", "1", "-cb=1", "x", NULL},
          "option '-cb/--check-build' takes no argument, got '-cb=1'"},
         {{"-np", "1", "--tcp=yes", "x", NULL},
