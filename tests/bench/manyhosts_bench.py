@@ -68,7 +68,7 @@ other sides' failures are figures.
 
     meson test -C build --benchmark manyhosts -v   (--iters 0: launch)
     meson test -C build --benchmark manyhosts_allreduce -v
-                           (--ranks 1 --iters 100 --mpi-yield: latency)
+                           (--ranks 1 --iters 200: latency, defaults)
     PYTHONPATH=tests/lib python3 tests/bench/manyhosts_bench.py \\
         --build-dir build --hosts 16,32 --ranks 1,4
 Environment: HVD_HOROVODRUN, HVD_MANYHOSTS_RANK, HVD_MANYHOSTS_MPI_RANK,
