@@ -11,6 +11,10 @@
 #define HVD_ENV_HOSTNAME "HOROVOD_HOSTNAME"
 #define HVD_ENV_RDV_ADDR "HOROVOD_RENDEZVOUS_ADDR"
 #define HVD_ENV_RDV_PORT "HOROVOD_RENDEZVOUS_PORT"
+/* The address a rank's peers reach it at; unset, the address it reached
+ * the rendezvous from. Set by an agent that carries the rendezvous (its
+ * ranks then reach it on loopback). */
+#define HVD_ENV_DATA_ADDR "HVD_DATA_ADDR"
 /* Elastic jobs: "1" in every rank; the process's id, which it keeps
  * while its rank changes at resets; how long (s) a reset may wait for
  * enough hosts, which bounds hvd_init's wait for the new assignment. */

@@ -223,9 +223,15 @@ static int rendezvous(struct hvd_ctx *c, int data_port,
         .addr = ip,
         .port = (uint32_t)data_port,
     };
-    /* Peers reach us where we reached the server from. */
-    if ((rc = hvd__sock_local_ip(c->rdv_fd, ip, sizeof(ip))) ||
-        (rc = hvd_secret_new(reg.nonce)) ||
+    /* Peers reach us where we reached the server from, unless the agent
+     * that carries the rendezvous said where. */
+    const char *data_addr = getenv(HVD_ENV_DATA_ADDR);
+    rc = 0;
+    if (data_addr && data_addr[0])
+        snprintf(ip, sizeof(ip), "%s", data_addr);
+    else
+        rc = hvd__sock_local_ip(c->rdv_fd, ip, sizeof(ip));
+    if (rc || (rc = hvd_secret_new(reg.nonce)) ||
         (rc = hvd_rdv_register_encode(&reg, c->secret, sizeof(c->secret),
                                       server_nonce, &out, &outlen)) ||
         (rc = hvd__sock_send_all(c->rdv_fd, out, outlen, deadline))) {

@@ -25,11 +25,13 @@ struct send_req {
     size_t len;
 };
 
-/* Backpressure: the ranks' output and what the agents it started send. */
+/* Backpressure: the ranks' output, what the agents it started send, and
+ * the rendezvous it carries. */
 static void pause_all(struct agent *ag, int pause)
 {
     agent_ranks_pause(ag, pause);
     agent_relay_pause(ag, pause);
+    agent_carry_pause(ag, pause);
 }
 
 static void on_sent(uv_write_t *req, int status)
@@ -258,6 +260,9 @@ static int handle_frame(struct agent *ag, const struct hvd_frame *f)
     case HVD_MSG_TO:
     case HVD_MSG_DROP:
         return agent_relay_frame(ag, f);
+    case HVD_MSG_RDV_DATA:
+    case HVD_MSG_RDV_CLOSE:
+        return agent_carry_frame(ag, f);
     default:
         return HVD_EPROTO;
     }
@@ -391,6 +396,7 @@ int main(int argc, char **argv)
     hr_loop_close_all(loop, UV_RUN_DEFAULT);
     agent_ranks_free(&ag);
     agent_relay_free(&ag);
+    agent_carry_free(&ag);
     free(ag.batch);
     hvd_jobspec_close(&ag.job);
     hvd_frame_reader_close(&ag.reader);

@@ -21,6 +21,7 @@
 #define AGENT_DRAIN_MAX (1u * 1024 * 1024)
 
 struct agent;
+struct agent_carry;
 struct agent_child;
 
 /* One rank: its address is in its handles' data and its pipes' contexts,
@@ -67,6 +68,8 @@ struct agent {
     struct agent_child *children;
     int children_live; /* not ended yet */
     int finishing;     /* the ranks are done; waiting for the children */
+    /* The carried rendezvous (agent_carry.c), or NULL. */
+    struct agent_carry *carry;
     char readbuf[65536];
 };
 
@@ -123,6 +126,20 @@ void agent_relay_pause(struct agent *ag, int pause);
 void agent_relay_drop(struct agent *ag);
 /* Frees them, once the loop's handles are closed. */
 void agent_relay_free(struct agent *ag);
+/* agent_carry.c. With JOB's carry_rdv, listens on loopback for the ranks'
+ * rendezvous before they start; where it cannot, says so in a NOTE and
+ * the ranks reach horovodrun directly. */
+void agent_carry_start(struct agent *ag);
+/* Points a rank's environment at the carried rendezvous, if any. 0 or
+ * HVD_ENOMEM. */
+int agent_carry_env(struct agent *ag, struct hvd_strvec *env);
+/* An RDV_DATA or RDV_CLOSE frame from horovodrun. 0, or an error for a
+ * damaged frame, an id never opened, or a job that carries nothing. */
+int agent_carry_frame(struct agent *ag, const struct hvd_frame *f);
+/* Stops (1) or resumes (0) reading the carried connections. */
+void agent_carry_pause(struct agent *ag, int pause);
+/* Frees its state, once the loop's handles are closed. */
+void agent_carry_free(struct agent *ag);
 /* Frees the rank table, once the loop's handles are closed. */
 void agent_ranks_free(struct agent *ag);
 

@@ -125,6 +125,8 @@ static int rank_env(struct agent *ag, const struct hvd_jobrank *jr,
         err = hvd_strvec_push(env, ag->job.env.v[i]);
     for (size_t i = 0; i < jr->env.n && !err; i++)
         err = hvd_strvec_setenv(env, jr->env.v[i]);
+    if (!err)
+        err = agent_carry_env(ag, env);
     char dev[64], entry[128];
     if (!err && ag->job.gpu_pinning &&
         hvd_gpu_pick(hvd_strvec_getenv(env, HVD_ENV_CUDA_VISIBLE), ag->gpus,
@@ -265,6 +267,8 @@ void agent_ranks_start(struct agent *ag, uint32_t first)
                    "%u ranks share %d GPU%s on this host (each rank gets GPU "
                    "local_rank modulo %d)",
                    host_ranks, ag->gpus, ag->gpus == 1 ? "" : "s", ag->gpus);
+    if (!refuse)
+        agent_carry_start(ag);
     int cwd_err = refuse || chdir(js->cwd) == 0 ? 0 : errno;
     struct hr_cpu *cpus = NULL;
     int ncpus = 0;

@@ -12,6 +12,7 @@
 
 #include "common/envc.h"
 #include "common/wire.h"
+#include "launcher/horovodrun/carry.h"
 #include "launcher/horovodrun/elastic.h"
 #include "launcher/horovodrun/gloo_store.h"
 #include "launcher/horovodrun/job.h"
@@ -130,6 +131,15 @@ struct hvd_endpoints hr_agents_endpoints(struct hr_job *job)
     };
 }
 
+/* With the tree launch, the agents horovodrun reaches over SSH carry
+ * their ranks' rendezvous: its descriptors then grow with the agents it
+ * started itself, not with the ranks. */
+static int carries(const struct hr_job *job, const struct hr_agent *a)
+{
+    return !agents_of(job)->el && job->opts->tree_fanout > 0 &&
+           (a->ssh || a->relay);
+}
+
 int hr_agents_send_job(struct hr_job *job, struct hr_agent *a)
 {
     struct hr_agents *g = agents_of(job);
@@ -144,6 +154,10 @@ int hr_agents_send_job(struct hr_job *job, struct hr_agent *a)
     js.kill_grace_ms = (uint32_t)(job->opts->kill_grace * 1000);
     js.gpu_pinning = (uint8_t)job->opts->gpu_pinning;
     js.bind = (uint8_t)job->opts->bind;
+    if (carries(job, a)) {
+        js.carry_rdv = 1;
+        err = hr_carry_new(a, &g->rdv);
+    }
     for (int i = 0; i < job->opts->cmdc && !err; i++)
         err = hvd_strvec_push(&js.argv, job->opts->cmd[i]);
     for (char **e = environ; *e && !err; e++)
@@ -412,6 +426,10 @@ static int handle_frame(struct hr_job *job, struct hr_agent *a,
     case HVD_MSG_FROM:
     case HVD_MSG_GONE:
         return relay_frame(job, a, f);
+    case HVD_MSG_RDV_OPEN:
+    case HVD_MSG_RDV_DATA:
+    case HVD_MSG_RDV_CLOSE:
+        return hr_carry_frame(a, f);
     default:
         return HVD_EPROTO;
     }
@@ -521,6 +539,7 @@ static void agent_ended(struct hr_agent *a)
     a->ended = 1;
     a->running = a->reading = 0;
     a->link->release(a);
+    hr_carry_end(a);
     if (!g->started) {
         /* Pre-flight: a host that ends before it is ready failed, unless
          * we sent it home. */
@@ -777,14 +796,20 @@ static int plant_tree(struct hr_job *job)
 }
 
 /*
- * Room for the job's descriptors: every rank keeps a rendezvous connection
- * to horovodrun for the whole job, strangers may hold up to 512 more, and
- * the agent on this host (which inherits the limit) holds three pipes a
- * rank. The soft open-files limit is raised that far, up to the hard one;
- * where that is too low, one line says so.
+ * Room for the job's descriptors: every rank whose agent does not carry
+ * its rendezvous keeps a connection to horovodrun for the whole job,
+ * strangers may hold up to 512 more, and the agent on this host (which
+ * inherits the limit) holds three pipes a rank. The soft open-files limit
+ * is raised that far, up to the hard one; where that is too low, one line
+ * says so.
  */
-static void make_room(int ranks)
+static void make_room(struct hr_job *job)
 {
+    struct hr_agents *g = agents_of(job);
+    int ranks = 0;
+    for (int i = 0; i < g->nagents; i++)
+        if (!carries(job, g->agents[i]))
+            ranks += (int)g->agents[i]->nranks;
     struct rlimit rl;
     rlim_t want = (rlim_t)ranks * 4 + 1024;
     if (getrlimit(RLIMIT_NOFILE, &rl) != 0 || rl.rlim_cur == RLIM_INFINITY ||
@@ -796,7 +821,7 @@ static void make_room(int ranks)
     if (rl.rlim_cur > was && setrlimit(RLIMIT_NOFILE, &rl) != 0)
         rl.rlim_cur = was;
     if (rl.rlim_cur < want)
-        hvd_log_warn("this job's %d ranks may need %llu open files in "
+        hvd_log_warn("%d ranks may need %llu open files in "
                      "horovodrun (a rendezvous connection each), and the "
                      "hard limit is %llu; raise it (ulimit -Hn, or "
                      "LimitNOFILE in systemd) if ranks fail to connect",
@@ -861,9 +886,9 @@ static int agents_start(struct hr_job *job)
         hr_startup_start(job);
         return hr_elastic_go(job);
     }
-    make_room(job->plan->size);
     if ((rc = add_agents(job)) != 0)
         return rc;
+    make_room(job);
 
     uv_timer_init(job->loop, &g->start_timer);
     uv_timer_init(job->loop, &g->ping_timer);
@@ -910,6 +935,7 @@ static void agents_free(struct hr_job *job)
         hr_ssh_free(g->agents[i]->ssh);
         hr_rsh_free(g->agents[i]->rsh);
         hr_relay_free(g->agents[i]->relay);
+        hr_carry_free(g->agents[i]->carry);
         hvd_strvec_close(&g->agents[i]->argv);
         free(g->agents[i]);
     }

@@ -48,6 +48,12 @@ struct hr_rdv_conn {
     char from[80];     /* peer address for messages */
     /* Links of the pending list, until it registers. */
     struct hr_rdv_conn *prev, *next;
+    /* A carried connection (hr_rdv_carried_open) has no socket here. */
+    const struct hr_rdv_carrier *carrier;
+    void *carrier_arg;
+    uint32_t carrier_id;
+    int carrier_gone; /* the carrier ended it: nothing to tell */
+    int busy;         /* its bytes are being handled: free it after */
 };
 
 struct write_req {
@@ -65,7 +71,11 @@ static void on_written(uv_write_t *req, int status)
 
 static void send_frame(struct hr_rdv_conn *c, uint8_t *frame, size_t len)
 {
-    struct write_req *wr = malloc(sizeof(*wr));
+    if (c->carrier && !c->closing) {
+        c->carrier->send(c->carrier_arg, c->carrier_id, frame, len);
+        return;
+    }
+    struct write_req *wr = c->carrier ? NULL : malloc(sizeof(*wr));
     if (wr == NULL || c->closing) {
         free(wr);
         free(frame);
@@ -116,13 +126,17 @@ static void pending_unlink(struct hr_rdv_conn *c)
     r->npending--;
 }
 
-static void conn_closed(uv_handle_t *h)
+static void conn_free(struct hr_rdv_conn *c)
 {
-    struct hr_rdv_conn *c = h->data;
     hvd_frame_reader_close(&c->reader);
     free(c->host);
     free(c->addr);
     free(c);
+}
+
+static void conn_closed(uv_handle_t *h)
+{
+    conn_free(h->data);
 }
 
 static void close_conn(struct hr_rdv_conn *c)
@@ -135,7 +149,14 @@ static void close_conn(struct hr_rdv_conn *c)
         pending_unlink(c);
     else if (r->ranks[c->rank] == c)
         r->ranks[c->rank] = NULL;
-    uv_close((uv_handle_t *)&c->tcp, conn_closed);
+    if (c->carrier == NULL) {
+        uv_close((uv_handle_t *)&c->tcp, conn_closed);
+        return;
+    }
+    if (!c->carrier_gone)
+        c->carrier->close(c->carrier_arg, c->carrier_id);
+    if (!c->busy)
+        conn_free(c);
 }
 
 /* Says how many refusals went unnamed since the last such line. */
@@ -494,26 +515,24 @@ static void alloc_cb(uv_handle_t *h, size_t hint, uv_buf_t *buf)
                                           : sizeof(chunk));
 }
 
-static void on_read(uv_stream_t *s, ssize_t n, const uv_buf_t *buf)
+/* The connection ended, or its bytes could not be held. */
+static void conn_ended(struct hr_rdv_conn *c)
 {
-    struct hr_rdv_conn *c = s->data;
+    /* An unregistered peer that hangs up has cost nothing. */
+    if (c->rank >= 0)
+        rank_lost(c);
+    else
+        close_conn(c);
+}
+
+static void conn_bytes(struct hr_rdv_conn *c, const void *p, size_t n)
+{
     struct hvd_frame f;
     char why[120];
     int rc = 0;
 
-    if (n < 0) {
-        /* An unregistered peer that hangs up has cost nothing. */
-        if (c->rank >= 0)
-            rank_lost(c);
-        else
-            close_conn(c);
-        return;
-    }
-    if (hvd_frame_reader_push(&c->reader, buf->base, (size_t)n) != 0) {
-        if (c->rank >= 0)
-            rank_lost(c);
-        else
-            close_conn(c);
+    if (hvd_frame_reader_push(&c->reader, p, n) != 0) {
+        conn_ended(c);
         return;
     }
     while (!c->closing && (rc = hvd_frame_reader_next(&c->reader, &f)) == 1)
@@ -536,6 +555,15 @@ static void on_read(uv_stream_t *s, ssize_t n, const uv_buf_t *buf)
     }
 }
 
+static void on_read(uv_stream_t *s, ssize_t n, const uv_buf_t *buf)
+{
+    struct hr_rdv_conn *c = s->data;
+    if (n < 0)
+        conn_ended(c);
+    else
+        conn_bytes(c, buf->base, (size_t)n);
+}
+
 static void describe_peer(struct hr_rdv_conn *c)
 {
     struct sockaddr_storage ss;
@@ -554,26 +582,22 @@ static void describe_peer(struct hr_rdv_conn *c)
         snprintf(c->from, sizeof(c->from), "%s:%d", ip, port);
 }
 
-static void on_connection(uv_stream_t *server, int status)
+static struct hr_rdv_conn *conn_new(struct hr_rdv *r)
 {
-    struct hr_rdv *r = server->data;
-    char why[120];
-
-    if (status < 0)
-        return;
     struct hr_rdv_conn *c = calloc(1, sizeof(*c));
     if (c == NULL)
-        return;
+        return NULL;
     c->srv = r;
     c->rank = -1;
     hvd_frame_reader_init(&c->reader, PENDING_FRAME_MAX);
-    uv_tcp_init(r->loop, &c->tcp);
-    c->tcp.data = c;
-    if (uv_accept(server, (uv_stream_t *)&c->tcp) != 0) {
-        c->closing = 1;
-        uv_close((uv_handle_t *)&c->tcp, conn_closed);
-        return;
-    }
+    return c;
+}
+
+/* A new connection waits to register: it gets its challenge, and the
+ * oldest waiting one goes if too many wait. 0, or -1 once it is closed. */
+static int conn_admit(struct hr_rdv *r, struct hr_rdv_conn *c)
+{
+    char why[120];
     /* The oldest waiting connection has had the longest to register. */
     if (r->npending >= r->pending_max) {
         snprintf(why, sizeof(why),
@@ -583,14 +607,12 @@ static void on_connection(uv_stream_t *server, int status)
     }
     pending_push(c);
     c->deadline = uv_now(r->loop) + REGISTER_TIMEOUT_MS;
-    uv_tcp_nodelay(&c->tcp, 1);
-    describe_peer(c);
     /* Without a fresh nonce a recorded REGISTER could be replayed. */
     if (hvd_secret_new(c->nonce) != 0) {
         hvd_log_error("rendezvous: no random bytes for the challenge to %s",
                       c->from);
         close_conn(c);
-        return;
+        return -1;
     }
     struct hvd_wbuf w;
     uint8_t *f;
@@ -600,8 +622,67 @@ static void on_connection(uv_stream_t *server, int status)
     hvd_wbuf_raw(&w, c->nonce, HVD_NONCE_LEN);
     if (hvd_wbuf_finish(&w, HVD_RDV_CHALLENGE, &f, &len) == 0)
         send_frame(c, f, len);
-    uv_read_start((uv_stream_t *)&c->tcp, alloc_cb, on_read);
     arm_pending_timer(r);
+    return 0;
+}
+
+static void on_connection(uv_stream_t *server, int status)
+{
+    struct hr_rdv *r = server->data;
+    struct hr_rdv_conn *c = status < 0 ? NULL : conn_new(r);
+    if (c == NULL)
+        return;
+    uv_tcp_init(r->loop, &c->tcp);
+    c->tcp.data = c;
+    if (uv_accept(server, (uv_stream_t *)&c->tcp) != 0) {
+        c->closing = 1;
+        uv_close((uv_handle_t *)&c->tcp, conn_closed);
+        return;
+    }
+    uv_tcp_nodelay(&c->tcp, 1);
+    describe_peer(c);
+    if (conn_admit(r, c) == 0)
+        uv_read_start((uv_stream_t *)&c->tcp, alloc_cb, on_read);
+}
+
+struct hr_rdv_conn *hr_rdv_carried_open(struct hr_rdv *r,
+                                        const struct hr_rdv_carrier *carrier,
+                                        void *arg, uint32_t id,
+                                        const char *from)
+{
+    struct hr_rdv_conn *c = r->listening ? conn_new(r) : NULL;
+    if (c == NULL)
+        return NULL;
+    c->carrier = carrier;
+    c->carrier_arg = arg;
+    c->carrier_id = id;
+    snprintf(c->from, sizeof(c->from), "%s", from);
+    /* Admitted, it is the carrier's until one side ends it. */
+    c->busy = 1;
+    int rc = conn_admit(r, c);
+    c->busy = 0;
+    if (rc == 0)
+        return c;
+    conn_free(c);
+    return NULL;
+}
+
+void hr_rdv_carried_bytes(struct hr_rdv_conn *c, const void *p, size_t n)
+{
+    c->busy = 1;
+    conn_bytes(c, p, n);
+    c->busy = 0;
+    if (c->closing)
+        conn_free(c);
+}
+
+void hr_rdv_carried_end(struct hr_rdv_conn *c)
+{
+    c->carrier_gone = 1;
+    c->busy = 1;
+    conn_ended(c);
+    c->busy = 0;
+    conn_free(c);
 }
 
 /* One waiting connection per rank, plus room for strangers: 512, or a

@@ -94,4 +94,29 @@ int hr_rdv_registered(const struct hr_rdv *r, int id);
 void hr_rdv_notify_hosts(struct hr_rdv *r, uint64_t timestamp, uint8_t changes);
 void hr_rdv_close(struct hr_rdv *r);
 
+/*
+ * Connections carried by an agent (the agents' carried rendezvous, see
+ * carry.h): the server treats one like a TCP connection of its own, and
+ * hands what it sends, and its end, to the carrier.
+ */
+struct hr_rdv_carrier {
+    /* One frame for connection id (header included; takes it). */
+    void (*send)(void *arg, uint32_t id, uint8_t *frame, size_t len);
+    /* The server closed connection id (c is then gone). */
+    void (*close)(void *arg, uint32_t id);
+};
+/* A connection came to the carrier; from names it in messages. It gets
+ * its challenge at once. NULL when out of memory or closed already (the
+ * carrier's close was then called). */
+struct hr_rdv_conn *hr_rdv_carried_open(struct hr_rdv *r,
+                                        const struct hr_rdv_carrier *carrier,
+                                        void *arg, uint32_t id,
+                                        const char *from);
+/* Bytes the connection sent, as they came. It may close (close is called
+ * before this returns). */
+void hr_rdv_carried_bytes(struct hr_rdv_conn *c, const void *p, size_t n);
+/* The connection ended at the carrier's side (c is then gone, and close
+ * is not called). */
+void hr_rdv_carried_end(struct hr_rdv_conn *c);
+
 #endif

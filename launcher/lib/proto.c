@@ -72,6 +72,7 @@ int hvd_jobspec_encode(const struct hvd_jobspec *js, uint8_t **out,
     hvd_wbuf_u32(&w, js->kill_grace_ms);
     hvd_wbuf_u8(&w, js->gpu_pinning);
     hvd_wbuf_u8(&w, js->bind);
+    hvd_wbuf_u8(&w, js->carry_rdv);
     put_ranks(&w, js->ranks, js->nranks);
     return hvd_wbuf_finish(&w, HVD_MSG_JOB, out, outlen);
 }
@@ -177,9 +178,11 @@ int hvd_jobspec_decode(struct hvd_jobspec *js, const uint8_t *p, size_t len)
     js->kill_grace_ms = hvd_rbuf_u32(&r);
     js->gpu_pinning = hvd_rbuf_u8(&r);
     js->bind = hvd_rbuf_u8(&r);
+    js->carry_rdv = hvd_rbuf_u8(&r);
     if ((err = get_ranks(&r, js)) || (err = hvd_rbuf_done(&r)))
         return err;
-    if (js->argv.n == 0 || js->nranks == 0 || js->argv.v[0][0] == '\0')
+    if (js->argv.n == 0 || js->nranks == 0 || js->argv.v[0][0] == '\0' ||
+        js->carry_rdv > 1)
         return HVD_EPROTO;
     return ranks_unique(js);
 }

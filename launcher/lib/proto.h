@@ -8,8 +8,9 @@
 #include "common/auth.h"
 #include "launcher/lib/strvec.h"
 
-/* 2: the tree launch's SPAWN, TO, FROM, GONE and DROP. */
-#define HVD_PROTO_VERSION 2u
+/* 2: the tree launch's SPAWN, TO, FROM, GONE and DROP. 3: JOB's
+ * carry_rdv and the carried rendezvous (RDV_OPEN, RDV_DATA, RDV_CLOSE). */
+#define HVD_PROTO_VERSION 3u
 
 /* hvd-agent --connect: the challenge horovodrun sends on the connection
  * (hex, then '\n'), and the line the agent prints on its stdout with that
@@ -40,8 +41,18 @@ enum hvd_msg {
     HVD_MSG_TO = 13,    /* launcher: u32 id, a frame for that agent */
     HVD_MSG_FROM = 14,  /* agent: u32 id, bytes from that agent */
     HVD_MSG_GONE = 15,  /* agent: u32 id, i32 status, i32 signal, str why */
-    HVD_MSG_DROP = 16   /* launcher: u32 id; end that agent's session */
+    HVD_MSG_DROP = 16,  /* launcher: u32 id; end that agent's session */
+    /* The rendezvous carried by the agents (JOB's carry_rdv): a rank's
+     * connection to its agent is stream id there, and its bytes travel
+     * as they came, both ways. Ids are never reused within a job. */
+    HVD_MSG_RDV_OPEN = 17, /* agent: u32 id; a connection came */
+    HVD_MSG_RDV_DATA = 18, /* both: u32 id, bytes */
+    HVD_MSG_RDV_CLOSE = 19 /* both: u32 id; that side closed it */
 };
+
+/* Carried rendezvous streams open at once beyond one per rank: what
+ * anyone else on an agent's host can make it and horovodrun hold. */
+#define HVD_CARRY_EXTRA 64
 
 enum hvd_stream { HVD_STREAM_STDOUT = 1, HVD_STREAM_STDERR = 2 };
 
@@ -72,6 +83,9 @@ struct hvd_jobspec {
     uint32_t kill_grace_ms;
     uint8_t gpu_pinning;
     uint8_t bind; /* enum hr_bind: how ranks are bound to CPUs */
+    /* 1: the agent listens on loopback for its ranks' rendezvous and
+     * carries it to horovodrun (RDV_OPEN, RDV_DATA, RDV_CLOSE). */
+    uint8_t carry_rdv;
     uint32_t nranks;
     struct hvd_jobrank *ranks;
 };

@@ -80,6 +80,8 @@ struct hr_agent {
     struct hr_ssh *ssh;
     /* Set when another host's agent starts this one (relay.h). */
     struct hr_relay *relay;
+    /* horovodrun's: the rendezvous connections it carries (carry.h). */
+    struct hr_carry *carry;
     const char *stage; /* what pre-flight is doing, for timeouts */
     /* Set while the link waits for the host to come up ("unresolved"),
      * for the start-up line. */

@@ -5,8 +5,10 @@ w12 to w15, three levels deep. Every host has the cluster's key and
 known_hosts as /root/.ssh, as agents that start agents need.
 
 Checked: collectives across all 16 hosts; horovodrun holds 3 SSH
-sessions, not 16, while every rank runs; each rank's lines whole and in order through two
-relays; a rank killed on the deepest level named with its host; a
+sessions, not 16, while every rank runs; the agents carry the ranks'
+rendezvous, so that horovodrun's only connections are those 3 sessions
+while 16 initialised ranks run; each rank's lines whole and in order
+through two relays; a rank killed on the deepest level named with its host; a
 SIGKILLed horovodrun, and a SIGKILLed inner agent (its subtree stopped and
 named), leave nothing on any host. Needs root, iproute2, util-linux and
 openssh-server."""
@@ -23,6 +25,7 @@ import nscluster
 from test_clusters import ClusterCase, leftovers
 
 COLLCHECK = os.environ["HVD_COLLCHECK"]
+TINY = os.environ["HVD_TINY"]
 PY = "/usr/bin/python3"
 N, FAN = 16, 3
 HOSTS = ["w%d" % i for i in range(N)]
@@ -65,6 +68,33 @@ class TreeTest(ClusterCase):
                              "established", "( dport = :22 )"],
                             capture_output=True, text=True, check=True)
         return len(ss.stdout.splitlines())
+
+    def connections(self, pid):
+        """The established TCP connections of process pid (in the launcher
+        host's namespace): (local, peer) address pairs."""
+        ss = subprocess.run(["nsenter", "-t", str(self.cluster.launcher.pid),
+                             "--net", "--", "ss", "-Htnp", "state",
+                             "established"],
+                            capture_output=True, text=True, check=True)
+        return [tuple(l.split()[2:4]) for l in ss.stdout.splitlines()
+                if "pid=%d," % pid in l]
+
+    def test_the_agents_carry_the_rendezvous(self):
+        # tiny initialises, checks a few collectives and waits 5 s.
+        job = self.start("--verbose", *self.job_args(TINY, "5000"))
+        job.wait_line(lambda l: "rendezvous: all %d ranks registered" % N in l,
+                      stream="stderr", timeout=90)
+        conns = self.connections(job.proc.pid)
+        self.assertEqual(job.wait(120), 0, job.describe())
+        per, _ = hvdtest.prefixed(job.out.splitlines())
+        for r in range(N):
+            self.assertIn("tiny: rank %d of %d: ok" % (r, N),
+                          [t for _, t in per.get(r, [])], job.describe())
+        # Its three SSH sessions and nothing else: no rank's connection.
+        self.assertEqual(len(conns), FAN, conns)
+        self.assertTrue(all(p.endswith(":22") for _, p in conns), conns)
+        self.assertRegex(job.err, r"rank 15 registered from host w15, "
+                         r"through its agent")
 
     def test_collectives_through_the_tree(self):
         job = self.start("--verbose", *self.job_args(COLLCHECK))

@@ -18,7 +18,7 @@ HELLO, JOB, STDIN, SIGNAL, STOP, LINE, EXIT, NOTE, PING, RANKS, KILL = \
 EXIT_CODE, EXIT_SIGNAL, EXIT_SPAWN = 0, 1, 2
 STDOUT = 1
 # HVD_PROTO_VERSION, the first word of HELLO.
-PROTO_VERSION = 2
+PROTO_VERSION = 3
 
 # common/frame.h: u16 magic "HV", u8 version, u8 type, u32 payload length.
 HDR = struct.Struct(">HBBI")
@@ -47,9 +47,10 @@ def ranks_payload(ranks):
     return out
 
 
-def job(cwd, argv, env, grace_ms, ranks):
+def job(cwd, argv, env, grace_ms, ranks, carry_rdv=0):
     return frame(JOB, s32(cwd) + vec(argv) + vec(env) +
-                 struct.pack(">IBB", grace_ms, 0, 0) + ranks_payload(ranks))
+                 struct.pack(">IBBB", grace_ms, 0, 0, carry_rdv) +
+                 ranks_payload(ranks))
 
 
 def rank_env(rank):

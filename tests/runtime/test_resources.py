@@ -74,7 +74,7 @@ class ResourcesTest(unittest.TestCase):
                            stdin=subprocess.DEVNULL)
         self.assertNotEqual(p.returncode, 0, p.stderr)
         self.assertTrue(p.stderr.startswith(
-            "horovodrun: warning: this job's 48 ranks may need 1216 open "
+            "horovodrun: warning: 48 ranks may need 1216 open "
             "files in horovodrun (a rendezvous connection each), and the "
             "hard limit is 100; raise it (ulimit -Hn, or LimitNOFILE in "
             "systemd) if ranks fail to connect\n"), p.stderr)

@@ -19,6 +19,7 @@ static void sample(struct hvd_jobspec *js)
     js->kill_grace_ms = 5000;
     js->gpu_pinning = 1;
     js->bind = 1;
+    js->carry_rdv = 1;
     struct hvd_jobrank *r = hvd_jobspec_add_rank(js, 4, 0);
     hvd_strvec_push(&r->env, "HOROVOD_RANK=4");
     r = hvd_jobspec_add_rank(js, 5, 1);
@@ -50,6 +51,7 @@ Test(proto, round_trip)
     cr_expect_eq(out.kill_grace_ms, 5000);
     cr_expect_eq(out.gpu_pinning, 1);
     cr_expect_eq(out.bind, 1);
+    cr_expect_eq(out.carry_rdv, 1);
     cr_assert_eq(out.nranks, 2);
     cr_expect_eq(out.ranks[1].rank, 5);
     cr_expect_eq(out.ranks[1].local_rank, 1);
@@ -111,9 +113,15 @@ static void no_argv(struct hvd_jobspec *js)
     hvd_strvec_close(&js->argv);
 }
 
+static void bad_carry(struct hvd_jobspec *js)
+{
+    js->carry_rdv = 2;
+}
+
 Test(proto, invalid_specs_are_rejected)
 {
     cr_expect_eq(decode_modified(dup_rank), HVD_EPROTO);
+    cr_expect_eq(decode_modified(bad_carry), HVD_EPROTO);
     cr_expect_eq(decode_modified(no_ranks), HVD_EPROTO);
     cr_expect_eq(decode_modified(no_argv), HVD_EPROTO);
 }
