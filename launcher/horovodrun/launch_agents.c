@@ -131,13 +131,13 @@ struct hvd_endpoints hr_agents_endpoints(struct hr_job *job)
     };
 }
 
-/* With the tree launch, the agents horovodrun reaches over SSH carry
- * their ranks' rendezvous: its descriptors then grow with the agents it
- * started itself, not with the ranks. */
+/* Unless --tree-fanout is 0, the agents of other hosts carry their ranks'
+ * rendezvous: horovodrun's descriptors then grow with the agents it
+ * started itself (with SSH, the fan-out), not with the ranks. */
 static int carries(const struct hr_job *job, const struct hr_agent *a)
 {
     return !agents_of(job)->el && job->opts->tree_fanout > 0 &&
-           (a->ssh || a->relay);
+           !hr_host_is_local(a->name);
 }
 
 int hr_agents_send_job(struct hr_job *job, struct hr_agent *a)

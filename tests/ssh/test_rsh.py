@@ -60,9 +60,14 @@ class RshTest(hvdtest.TestCase):
         self.assertEqual(left, [], "left running")
 
     def test_job_over_the_rsh_agent(self):
-        res = self.run_hr("--rsh-agent", self.agent(), "-np", "4", "-H", HOSTS,
-                          COLLCHECK, timeout=120)
+        res = self.run_hr("--verbose", "--rsh-agent", self.agent(), "-np",
+                          "4", "-H", HOSTS, COLLCHECK, timeout=120)
         self.assertRc(res, 0)
+        # Each agent carries its ranks' rendezvous to horovodrun.
+        for r in range(4):
+            self.assertIn("rendezvous: rank %d registered from host "
+                          "127.0.0.%d, through its agent" % (r, 2 + r // 2),
+                          res.err)
         self.assertEqual(self.pods(), ["127.0.0.2", "127.0.0.3"])
         per, bad = hvdtest.prefixed(res.out_lines)
         self.assertEqual(bad, [])
