@@ -27,7 +27,7 @@ struct agent_carry {
     char rdv_port[8];   /* the listener's port */
     char data_addr[64]; /* where their peers reach them */
     uint32_t next_id;   /* ids are never reused */
-    uint32_t live, max;
+    uint32_t live;
     struct carry_stream *streams;
     char buf[16384];
 };
@@ -103,7 +103,9 @@ static void on_connection(uv_stream_t *l, int status)
         c->streams->prev = s;
     c->streams = s;
     c->live++;
-    if (uv_accept(l, (uv_stream_t *)&s->tcp) != 0 || c->live > c->max) {
+    /* One a rank, of every JOB and RANKS, and a few more. */
+    if (uv_accept(l, (uv_stream_t *)&s->tcp) != 0 ||
+        c->live > ag->job.nranks + HVD_CARRY_EXTRA) {
         stream_close(s, 0);
         return;
     }
@@ -168,10 +170,8 @@ void agent_carry_start(struct agent *ag)
     if (!err && (err = carry_listen(ag, c, strchr(server, ':') != NULL)))
         snprintf(why, sizeof(why), "cannot listen on %s: %s", c->rdv_addr,
                  uv_strerror(err));
-    if (!err) {
-        c->max = js->nranks + HVD_CARRY_EXTRA;
+    if (!err)
         return;
-    }
     /* Not carried: the ranks register with horovodrun themselves. */
     agent_note(ag, HVD_NOTE_WARN,
                "cannot carry the rendezvous (%s); the ranks reach horovodrun "

@@ -136,8 +136,7 @@ struct hvd_endpoints hr_agents_endpoints(struct hr_job *job)
  * started itself (with SSH, the fan-out), not with the ranks. */
 static int carries(const struct hr_job *job, const struct hr_agent *a)
 {
-    return !agents_of(job)->el && job->opts->tree_fanout > 0 &&
-           !hr_host_is_local(a->name);
+    return job->opts->tree_fanout > 0 && !hr_host_is_local(a->name);
 }
 
 int hr_agents_send_job(struct hr_job *job, struct hr_agent *a)

@@ -47,6 +47,9 @@ int hr_agents_new_procs(struct hr_job *job, struct hr_agent *a,
             g->stdin_agent = agent_index(g, a);
     }
     a->sent_to = (uint32_t)job->plan->size;
+    /* Ranks it was ever sent: what bounds the rendezvous it carries. */
+    if (!err)
+        a->nranks += js->nranks;
     return err;
 }
 

@@ -66,7 +66,7 @@ struct hr_agent {
     const struct hr_link_cb *cb;    /* what the link tells the owner */
     int host;                       /* index in the host list */
     const char *name;               /* as the user wrote it */
-    uint32_t nranks;                /* ranks placed on this host */
+    uint32_t nranks; /* ranks placed on this host; elastic: also those sent */
     /* Pipes link. */
     uv_process_t proc;
     uv_pipe_t to;   /* frames to the agent (its stdin) */
