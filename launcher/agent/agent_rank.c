@@ -348,30 +348,28 @@ void agent_ranks_stop(struct agent *ag, int now)
 
 /* A dead rank's pipes hold its last output and then EOF, unless
  * something it started still has them open: read them now, so that ranks
- * are reported in the order they died. */
+ * are reported in the order they died. Only the ranks are reaped here:
+ * the srun processes of the agents this one starts are libuv's. */
 void agent_ranks_reap(struct agent *ag)
 {
     int status;
-    pid_t pid;
 
-    while ((pid = waitpid(-1, &status, WNOHANG)) > 0) {
-        for (uint32_t i = 0; i < ag->nranks; i++) {
-            struct agent_rank *r = ag->ranks[i];
-            if (r->pid != pid || r->reaped)
-                continue;
-            r->reaped = 1;
-            if (WIFSIGNALED(status)) {
-                r->kind = HVD_EXIT_SIGNAL;
-                r->code = WTERMSIG(status);
-            } else {
-                r->kind = HVD_EXIT_CODE;
-                r->code = WEXITSTATUS(status);
-            }
-            hr_rankpipe_drain(&r->out, AGENT_DRAIN_MAX);
-            hr_rankpipe_drain(&r->err, AGENT_DRAIN_MAX);
-            maybe_done(r);
-            break;
+    for (uint32_t i = 0; i < ag->nranks; i++) {
+        struct agent_rank *r = ag->ranks[i];
+        if (r->reaped || r->pid <= 0 ||
+            waitpid(r->pid, &status, WNOHANG) != r->pid)
+            continue;
+        r->reaped = 1;
+        if (WIFSIGNALED(status)) {
+            r->kind = HVD_EXIT_SIGNAL;
+            r->code = WTERMSIG(status);
+        } else {
+            r->kind = HVD_EXIT_CODE;
+            r->code = WEXITSTATUS(status);
         }
+        hr_rankpipe_drain(&r->out, AGENT_DRAIN_MAX);
+        hr_rankpipe_drain(&r->err, AGENT_DRAIN_MAX);
+        maybe_done(r);
     }
     agent_flush(ag);
 }

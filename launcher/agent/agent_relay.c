@@ -1,6 +1,8 @@
 /* hvd-agent as a node of the tree launch: it starts the agents horovodrun
- * asks it to over SSH (libssh2, as horovodrun itself would), carries
- * frames down to them and their bytes up, and reports their end. */
+ * asks it to over SSH (libssh2, as horovodrun itself would) or as job
+ * steps through srun, carries frames down to them and their bytes up, and
+ * reports their end. */
+#include <limits.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -11,6 +13,7 @@
 #include "launcher/lib/log.h"
 #include "launcher/lib/relayproto.h"
 #include "launcher/link/link.h"
+#include "launcher/link/srun.h"
 #include "launcher/link/ssh.h"
 
 /* One agent this one started: the link sees only a, its first member. */
@@ -83,6 +86,36 @@ static struct agent_child *find(struct agent *ag, uint32_t id)
     return c;
 }
 
+static int start_ssh(struct agent_child *c)
+{
+    c->a.link = &hr_link_ssh;
+    if ((c->a.ssh = hr_ssh_new(&c->a, &c->cfg)) != NULL)
+        return 0;
+    snprintf(c->a.failure, sizeof(c->a.failure), "out of memory");
+    return -1;
+}
+
+/* A job step of the allocation this agent runs in, as horovodrun starts
+ * one: srun on the pipes link, running the same hvd-agent. */
+static int start_srun(struct agent_child *c)
+{
+    char here[PATH_MAX];
+    const char *agent = c->spawn.agent;
+    c->a.link = &hr_link_pipes;
+    if (agent[0] == '\0' &&
+        hr_link_sibling_path("hvd-agent", here, sizeof(here)) == 0)
+        agent = here;
+    if (agent[0] == '\0') {
+        snprintf(c->a.failure, sizeof(c->a.failure),
+                 "cannot find the path of hvd-agent");
+        return -1;
+    }
+    if (hr_srun_argv(&c->a.argv, c->spawn.srun, c->spawn.host, agent) == 0)
+        return 0;
+    snprintf(c->a.failure, sizeof(c->a.failure), "out of memory");
+    return -1;
+}
+
 static int spawn(struct agent *ag, const uint8_t *p, size_t len)
 {
     struct agent_child *c = calloc(1, sizeof(*c));
@@ -104,14 +137,13 @@ static int spawn(struct agent *ag, const uint8_t *p, size_t len)
         .retry_s = c->spawn.retry_ms / 1000.0,
     };
     c->a.loop = ag->loop;
-    c->a.link = &hr_link_ssh;
     c->a.cb = &child_cb;
     c->a.name = c->spawn.host;
+    hvd_strvec_init(&c->a.argv);
     c->next = ag->children;
     ag->children = c;
     ag->children_live++;
-    if ((c->a.ssh = hr_ssh_new(&c->a, &c->cfg)) == NULL) {
-        snprintf(c->a.failure, sizeof(c->a.failure), "out of memory");
+    if (c->spawn.srun[0] ? start_srun(c) : start_ssh(c)) {
         child_ended(&c->a);
         return 0;
     }
@@ -169,6 +201,7 @@ void agent_relay_free(struct agent *ag)
         struct agent_child *c = ag->children;
         ag->children = c->next;
         hr_ssh_free(c->a.ssh);
+        hvd_strvec_close(&c->a.argv);
         hvd_spawn_close(&c->spawn);
         free(c);
     }

@@ -551,11 +551,11 @@ const struct hr_option hr_options[] = {
      "hvd-agent on remote hosts (default: the same path as here)",
      opt_agent_path, NULL},
     {"tree-fanout", NULL, 0, "N",
-     "over SSH, horovodrun starts the agents of at most N hosts itself, and "
-     "each of them those of up to N more, and so on (a tree; default 32; 0: "
-     "every host from horovodrun, and every rank registers with it "
-     "directly, not through its agent). Elastic jobs start every host from "
-     "horovodrun",
+     "over SSH or srun, horovodrun starts the agents of at most N hosts "
+     "itself, and each of them those of up to N more, and so on (a tree; "
+     "default 32; 0: every host from horovodrun, and every rank registers "
+     "with it directly, not through its agent). Elastic jobs start every "
+     "host from horovodrun",
      opt_tree_fanout, NULL},
     {"network-interfaces", NULL, 0, "IFS",
      "interfaces for the job, separated by commas: ranks get the "

@@ -85,7 +85,10 @@ static uint64_t agents_stop(struct hr_job *job, int now)
         struct hr_agent *a = g->agents[i];
         if (!a->running)
             continue;
-        if (a->hello && g->started)
+        /* An agent that said HELLO ends by itself, in pre-flight too: it
+         * first reports why each agent it started ended (those get DROP
+         * below), which a killed session could not. */
+        if (a->hello)
             send_simple(a, HVD_MSG_STOP, (uint32_t)now, 1);
         else
             a->link->kill(a, now ? SIGKILL : SIGTERM);
@@ -761,36 +764,44 @@ int hr_agents_add(struct hr_job *job, int h, struct hr_agent **out)
 }
 
 /*
- * The tree launch: of the hosts reached over SSH, horovodrun reaches the
- * first F (--tree-fanout) itself, and the k-th after them (k = 0, 1, ...)
- * is started by the agent of the k/F-th SSH host: each agent starts at
- * most F, and the tree is log_F deep. 0, or HVD_ENOMEM.
+ * The tree launch: of the hosts reached over SSH (or through srun),
+ * horovodrun reaches the first F (--tree-fanout) itself, and the k-th
+ * after them (k = 0, 1, ...) is started by the agent of the k/F-th such
+ * host: each agent starts at most F, and the tree is log_F deep. 0, or
+ * HVD_ENOMEM.
  */
 static int plant_tree(struct hr_job *job)
 {
     struct hr_agents *g = agents_of(job);
     const struct hr_ssh_cfg cfg = ssh_cfg_of(job->opts);
+    struct hr_ssh_cfg srun_cfg = cfg;
     int fan = job->opts->tree_fanout, n = 0, rc = 0;
-    int *ssh = malloc((size_t)g->nagents * sizeof(*ssh));
-    if (ssh == NULL)
+    int *tree = malloc((size_t)g->nagents * sizeof(*tree));
+    if (tree == NULL)
         return HVD_ENOMEM;
+    srun_cfg.agent_path = g->srun.agent;
+    /* Over SSH, or as job steps through srun (an argv that is no rsh
+     * agent's). */
     for (int i = 0; i < g->nagents; i++)
-        if (g->agents[i]->ssh)
-            ssh[n++] = i;
+        if (g->agents[i]->ssh || (g->agents[i]->argv.n && !g->agents[i]->rsh))
+            tree[n++] = i;
     for (int k = fan; fan > 0 && k < n && rc == 0; k++) {
-        struct hr_agent *a = g->agents[ssh[k]];
-        struct hr_agent *parent = g->agents[ssh[(k - fan) / fan]];
+        struct hr_agent *a = g->agents[tree[k]];
+        struct hr_agent *parent = g->agents[tree[(k - fan) / fan]];
+        int srun = a->ssh == NULL;
         hr_ssh_free(a->ssh);
         a->ssh = NULL;
+        hvd_strvec_close(&a->argv);
         a->link = &hr_link_relay;
-        if (hr_relay_new(a, parent, (uint32_t)ssh[k], &cfg) == NULL)
+        if (hr_relay_new(a, parent, (uint32_t)tree[k], srun ? &srun_cfg : &cfg,
+                         srun ? g->srun.srun : NULL) == NULL)
             rc = HVD_ENOMEM;
     }
     if (fan > 0 && n > fan && rc == 0)
         hvd_log_info("tree launch: horovodrun starts the agents of %d hosts, "
                      "which start those of the other %d (--tree-fanout %d)",
                      fan, n - fan, fan);
-    free(ssh);
+    free(tree);
     return rc;
 }
 

@@ -1,6 +1,6 @@
 /* The tree launch's messages: horovodrun asks an agent to start the
- * agents of its subtree over SSH (SPAWN), and every frame between
- * horovodrun and such an agent travels wrapped, one wrapping a level:
+ * agents of its subtree over SSH or through srun (SPAWN), and every frame
+ * between horovodrun and such an agent travels wrapped, one wrapping a level:
  * TO (down, one whole frame), FROM (up, the agent's bytes as they came),
  * GONE (up: the agent ended, and why), DROP (down: end its session). An
  * id is horovodrun's number for the agent; the relaying agent only looks
@@ -11,7 +11,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-/* SPAWN: how to reach the host, as horovodrun's own SSH link would. */
+/* SPAWN: how to reach the host, as horovodrun's own link would. */
 struct hvd_spawn {
     uint32_t id;
     char *host;
@@ -20,6 +20,7 @@ struct hvd_spawn {
     char *agent;        /* hvd-agent there; "": the relaying agent's path */
     uint8_t accept_new; /* add unknown host keys to known_hosts */
     uint32_t retry_ms;  /* keep trying a host not up yet this long */
+    char *srun;         /* "": over SSH; else srun's path, a job step */
 };
 
 int hvd_spawn_encode(const struct hvd_spawn *s, uint8_t **out, size_t *outlen);

@@ -13,13 +13,15 @@ struct hr_relay {
     struct hr_agent *parent;
     uint32_t id;
     struct hr_ssh_cfg cfg;
+    const char *srun;
     int asked;   /* start was called */
     int spawned; /* its SPAWN went to the parent */
     char stage[320];
 };
 
 struct hr_relay *hr_relay_new(struct hr_agent *a, struct hr_agent *parent,
-                              uint32_t id, const struct hr_ssh_cfg *cfg)
+                              uint32_t id, const struct hr_ssh_cfg *cfg,
+                              const char *srun)
 {
     struct hr_relay *r = calloc(1, sizeof(*r));
     if (r == NULL)
@@ -27,6 +29,7 @@ struct hr_relay *hr_relay_new(struct hr_agent *a, struct hr_agent *parent,
     r->parent = parent;
     r->id = id;
     r->cfg = *cfg;
+    r->srun = srun;
     a->relay = r;
     return r;
 }
@@ -68,6 +71,7 @@ void hr_relay_parent_ready(struct hr_agent *a)
         .agent = (char *)r->cfg.agent_path,
         .accept_new = (uint8_t)r->cfg.accept_new,
         .retry_ms = (uint32_t)(r->cfg.retry_s * 1000),
+        .srun = (char *)r->srun,
     };
     uint8_t *f;
     size_t len;

@@ -194,8 +194,8 @@ static void proto_seeds(void)
     f = finish(&w, HVD_MSG_NOTE, &len);
     PROTO_SEED("note");
 
-    const struct hvd_spawn sp = {5,  "node-7", 22,   "/root/.ssh/id",
-                                 "", 1,        30000};
+    const struct hvd_spawn sp = {5,  "node-7", 22,    "/root/.ssh/id",
+                                 "", 1,        30000, ""};
     const struct hvd_gone gone = {5, -1, 9, "lost with host node-1"};
     if (hvd_spawn_encode(&sp, &f, &len) != 0)
         exit(1);

@@ -4,7 +4,8 @@ The cluster (slurmfix.py) is two nodes, hvdnode1 and hvdnode2, each a
 slurmd in a UTS namespace of its own on this machine. A batch script runs
 on hvdnode1: horovodrun starts that node's agent itself and hvdnode2's
 through srun. salloc runs its command here, on the "login node", so both
-agents go through srun. Each test checks the hosts and slots taken from
+agents go through srun; with --tree-fanout 1, hvdnode2's srun is run by
+hvdnode1's agent. Each test checks the hosts and slots taken from
 the allocation, where the ranks ran and who started them, the output and
 horovodrun's and Slurm's exit codes; and that nothing is left running.
 Exits 77 (skipped) when not run as root.
@@ -219,6 +220,48 @@ class RealSlurm(hvdtest.TestCase):
                 self.assertRegex(f.read(), r"collcheck: rank %d of 4: \d+ "
                                  r"checks, 0 failures" % r)
         self.assertLeftNothing()
+
+    def test_tree_through_srun(self):
+        # --tree-fanout 1: horovodrun starts hvdnode1's agent through srun,
+        # and that agent starts hvdnode2's as a job step of its own.
+        base = [CLUSTER.bin["salloc"], "-Q", "--nodes=2",
+                "--ntasks-per-node=2", hvdtest.HOROVODRUN, "--verbose",
+                "--tree-fanout", "1"]
+        res = hvdtest.run(base + [COLLCHECK], env=self.slurm_env(),
+                          cwd=self.tmp, timeout=300)
+        self.assertEqual(res.rc, 0, res.describe() + CLUSTER.logs())
+        self.assertIn("tree launch: horovodrun starts the agents of 1 hosts, "
+                      "which start those of the other 1 (--tree-fanout 1)",
+                      res.err)
+        for r in range(4):
+            self.assertRegex(res.out, r"collcheck: rank %d of 4: \d+ checks, "
+                             r"0 failures" % r, res.describe())
+            # The agents carry the ranks' rendezvous, through two sruns
+            # for hvdnode2's.
+            self.assertIn("rendezvous: rank %d registered from host "
+                          "hvdnode%d, through its agent" % (r, 1 + r // 2),
+                          res.err)
+        # While the ranks run: one srun is horovodrun's, the other the
+        # agent's (each srun also has a helper child of its own); a
+        # SIGKILL of horovodrun leaves nothing.
+        job = hvdtest.Job(base + ["sh", "-c", "echo up; exec sleep 120"],
+                          env=self.slurm_env(), cwd=self.tmp)
+        job.wait_line(lambda l: l.endswith("<stdout>:up"), count=4,
+                      timeout=60)
+        parents = sorted(
+            hvdtest._read("/proc/%d/comm" % int(
+                hvdtest._read("/proc/%d/stat" % pid).rsplit(b")", 1)[1]
+                .split()[1])).decode().strip()
+            for pid, comm, _ in hvdtest.marked_procs(self.marker)
+            if comm == "srun")
+        self.assertEqual([p for p in parents if p != "srun"],
+                         ["horovodrun", "hvd-agent"], job.describe())
+        hr = [pid for pid, comm, _ in hvdtest.marked_procs(self.marker)
+              if comm == "horovodrun"]
+        self.assertEqual(len(hr), 1)
+        os.kill(hr[0], signal.SIGKILL)
+        self.assertLeftNothing(("sleep", "hvd-agent", "horovodrun", "srun"))
+        job.wait(30)
 
     def test_failing_rank_fails_the_job(self):
         # Rank 3 (on hvdnode2, through srun) exits 3 while the others

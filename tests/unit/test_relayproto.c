@@ -10,7 +10,9 @@
 
 Test(relayproto, spawn_round_trip_and_every_cut)
 {
-    struct hvd_spawn s = {7, "node-9", 2222, "/keys/id", "", 1, 30000}, d;
+    struct hvd_spawn s = {7,  "node-9", 2222,  "/keys/id",
+                          "", 1,        30000, "/usr/bin/srun"},
+                     d;
     uint8_t *f;
     size_t len;
 
@@ -26,6 +28,7 @@ Test(relayproto, spawn_round_trip_and_every_cut)
     cr_expect_str_eq(d.agent, "");
     cr_expect_eq(d.accept_new, 1);
     cr_expect_eq(d.retry_ms, 30000);
+    cr_expect_str_eq(d.srun, "/usr/bin/srun");
     hvd_spawn_close(&d);
     hvd_spawn_close(&d); /* twice is safe */
     for (size_t cut = 0; cut < n; cut++) {
@@ -37,7 +40,7 @@ Test(relayproto, spawn_round_trip_and_every_cut)
 
 Test(relayproto, spawn_without_a_host_or_with_a_bad_port_is_refused)
 {
-    struct hvd_spawn s = {1, "", 22, NULL, NULL, 0, 0}, d;
+    struct hvd_spawn s = {1, "", 22, NULL, NULL, 0, 0, NULL}, d;
     uint8_t *f;
     size_t len;
 
