@@ -7,11 +7,12 @@ known_hosts as /root/.ssh, as agents that start agents need.
 Checked: collectives across all 16 hosts; horovodrun holds 3 SSH
 sessions, not 16, while every rank runs; the agents carry the ranks'
 rendezvous, so that horovodrun's only connections are those 3 sessions
-while 16 initialised ranks run; each rank's lines whole and in order
-through two relays; a rank killed on the deepest level named with its host; a
-SIGKILLed horovodrun, and a SIGKILLed inner agent (its subtree stopped and
-named), leave nothing on any host. Needs root, iproute2, util-linux and
-openssh-server."""
+while 16 initialised ranks run, and a stranger that reaches an agent's
+port is refused as the server would refuse it; each rank's lines whole
+and in order through two relays; a rank killed on the deepest level
+named with its host; a SIGKILLed horovodrun, and a SIGKILLed inner agent
+(its subtree stopped and named), leave nothing on any host. Needs root,
+iproute2, util-linux and openssh-server."""
 
 import os
 import re
@@ -36,6 +37,19 @@ LINES = 300
 COUNT = ("import os\nr = os.environ['HOROVOD_RANK']\n"
          "for i in range(%d):\n    print('rank %%s line %%d %%s' %% "
          "(r, i, 'x' * (i %% 97)))\n" % LINES)
+
+
+# Connects to 127.0.0.1:PORT, prints the first two bytes it gets (a
+# frame's magic), sends what is no rendezvous frame, and says when the
+# connection closes.
+STRANGER = ("import socket, sys\n"
+            "s = socket.create_connection(('127.0.0.1', int(sys.argv[1])))\n"
+            "s.settimeout(20)\n"
+            "print(s.recv(2).decode())\n"
+            "s.sendall(b'GET / HTTP/1.0\\r\\n\\r\\n')\n"
+            "while s.recv(4096):\n"
+            "    pass\n"
+            "print('closed')\n")
 
 
 def agent_pid(c, host):
@@ -85,7 +99,26 @@ class TreeTest(ClusterCase):
         job.wait_line(lambda l: "rendezvous: all %d ranks registered" % N in l,
                       stream="stderr", timeout=90)
         conns = self.connections(job.proc.pid)
+        # A stranger on w5 that reaches w5's agent gets the server's
+        # challenge through it, and is refused like one that reached the
+        # server: the job goes on.
+        host = self.cluster.host("w5").pid
+        agent = agent_pid(self.cluster, "w5")
+        ss = subprocess.run(["nsenter", "-t", str(host), "--net", "--", "ss",
+                             "-Hltnp"], capture_output=True, text=True,
+                            check=True).stdout
+        port = [l.split()[3].rsplit(":", 1)[1] for l in ss.splitlines()
+                if "pid=%d," % agent in l]
+        self.assertEqual(len(port), 1, ss)
+        stranger = subprocess.run(
+            ["nsenter", "-t", str(host), "--net", "--", PY, "-c", STRANGER,
+             port[0]], capture_output=True, text=True, timeout=30)
+        self.assertEqual(stranger.stdout.split(), ["HV", "closed"],
+                         stranger.stderr)
         self.assertEqual(job.wait(120), 0, job.describe())
+        self.assertIn("rendezvous: refused a connection from host w5, "
+                      "through its agent: it does not speak the rendezvous "
+                      "protocol", job.err)
         per, _ = hvdtest.prefixed(job.out.splitlines())
         for r in range(N):
             self.assertIn("tiny: rank %d of %d: ok" % (r, N),
