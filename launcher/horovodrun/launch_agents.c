@@ -134,12 +134,13 @@ struct hvd_endpoints hr_agents_endpoints(struct hr_job *job)
     };
 }
 
-/* Unless --tree-fanout is 0, the agents of other hosts carry their ranks'
- * rendezvous: horovodrun's descriptors then grow with the agents it
- * started itself (with SSH, the fan-out), not with the ranks. */
+/* Unless --tree-fanout is 0, the agents of other hosts (reached over SSH,
+ * through another agent, or by a command: srun or an rsh agent) carry
+ * their ranks' rendezvous: horovodrun's descriptors then grow with the
+ * agents it started itself (with SSH, the fan-out), not with the ranks. */
 static int carries(const struct hr_job *job, const struct hr_agent *a)
 {
-    return job->opts->tree_fanout > 0 && !hr_host_is_local(a->name);
+    return job->opts->tree_fanout > 0 && (a->ssh || a->relay || a->argv.n);
 }
 
 int hr_agents_send_job(struct hr_job *job, struct hr_agent *a)

@@ -71,11 +71,14 @@ static void on_written(uv_write_t *req, int status)
 
 static void send_frame(struct hr_rdv_conn *c, uint8_t *frame, size_t len)
 {
-    if (c->carrier && !c->closing) {
-        c->carrier->send(c->carrier_arg, c->carrier_id, frame, len);
+    if (c->carrier) {
+        if (c->closing)
+            free(frame);
+        else
+            c->carrier->send(c->carrier_arg, c->carrier_id, frame, len);
         return;
     }
-    struct write_req *wr = c->carrier ? NULL : malloc(sizeof(*wr));
+    struct write_req *wr = malloc(sizeof(*wr));
     if (wr == NULL || c->closing) {
         free(wr);
         free(frame);
