@@ -669,12 +669,22 @@ static void ended(struct hr_ssh *s)
     finish(s);
 }
 
+/* Whether libssh2 holds channel data that it took off the socket while
+ * doing something else: a stderr read takes the stdout packets that came
+ * meanwhile, and a write reads every packet that came. No poll of the
+ * socket would see those. */
+static int data_held(struct hr_ssh *s)
+{
+    return libssh2_poll_channel_read(s->channel, 1) > 0;
+}
+
 static void step_run(struct hr_ssh *s)
 {
     char buf[65536];
     ssize_t n = 0;
-    int blocked = 0;
+    int passes = 0;
 
+again:
     /* While paused the channel is not read at all: a read also widens the
      * channel's window, which would let the agent send without limit. Its
      * frames wait in the window (at most libssh2's 2 MiB) and in sshd, and
@@ -696,10 +706,10 @@ static void step_run(struct hr_ssh *s)
         struct outq *q = s->qhead;
         n = libssh2_channel_write(s->channel, (char *)q->data + q->off,
                                   q->len - q->off);
-        if (n == LIBSSH2_ERROR_EAGAIN) {
-            blocked = 1;
+        /* 0: the agent's window is full, and libssh2 said so as a
+         * write of nothing. */
+        if (n == LIBSSH2_ERROR_EAGAIN || n == 0)
             break;
-        }
         if (n < 0) {
             fail(s, "lost the SSH connection: %s", ssh_error(s));
             return;
@@ -731,7 +741,14 @@ static void step_run(struct hr_ssh *s)
         s->st = ST_CLOSE;
         return;
     }
-    wait_io(s, UV_READABLE | (blocked || s->qhead ? UV_WRITABLE : 0));
+    /* Bounded: data on a stream other than stdout and stderr is never
+     * read, and must not spin the loop. */
+    if (data_held(s) && ++passes < 8)
+        goto again;
+    /* A blocked write says which way it waits: for the socket to take
+     * more, or, with the agent's window full, for its adjustment to be
+     * read. Watching a writable socket then would spin. */
+    wait_io(s, UV_READABLE);
 }
 
 static void step(struct hr_ssh *s)
