@@ -376,13 +376,27 @@ void agent_ranks_reap(struct agent *ag)
 
 struct stdin_req {
     uv_write_t req;
+    struct agent *ag;
     char data[];
 };
 
+/* horovodrun sends the next block of stdin only on this. */
+static void stdin_taken(struct agent *ag)
+{
+    struct hvd_wbuf w;
+    uint8_t *f;
+    size_t len;
+    hvd_wbuf_init(&w);
+    if (hvd_wbuf_finish(&w, HVD_MSG_STDIN_TAKEN, &f, &len) == 0)
+        agent_send(ag, f, len);
+}
+
 static void on_stdin_written(uv_write_t *req, int status)
 {
+    struct stdin_req *sr = (struct stdin_req *)req;
     (void)status; /* rank 0 may have closed its stdin: drop the data */
-    free(req);
+    stdin_taken(sr->ag);
+    free(sr);
 }
 
 static void on_stdin_shut(uv_shutdown_t *req, int status)
@@ -395,8 +409,11 @@ static void on_stdin_shut(uv_shutdown_t *req, int status)
 void agent_ranks_stdin(struct agent *ag, const uint8_t *p, size_t len)
 {
     struct agent_rank *r = find_rank(ag, 0);
-    if (r == NULL || !r->in_open)
+    if (r == NULL || !r->in_open) {
+        if (len > 0)
+            stdin_taken(ag);
         return;
+    }
     if (len == 0) {
         /* Close only after the queued writes: rank 0 may read late. */
         uv_shutdown_t *req = malloc(sizeof(*req));
@@ -409,12 +426,17 @@ void agent_ranks_stdin(struct agent *ag, const uint8_t *p, size_t len)
         return;
     }
     struct stdin_req *sr = malloc(sizeof(*sr) + len);
-    if (sr == NULL)
+    if (sr == NULL) {
+        stdin_taken(ag);
         return;
+    }
+    sr->ag = ag;
     memcpy(sr->data, p, len);
     uv_buf_t b = uv_buf_init(sr->data, (unsigned)len);
-    if (uv_write(&sr->req, (uv_stream_t *)&r->in, &b, 1, on_stdin_written))
+    if (uv_write(&sr->req, (uv_stream_t *)&r->in, &b, 1, on_stdin_written)) {
         free(sr);
+        stdin_taken(ag);
+    }
 }
 
 void agent_ranks_pause(struct agent *ag, int pause)

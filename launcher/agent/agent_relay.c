@@ -67,15 +67,9 @@ static void child_ended(struct hr_agent *a)
         agent_finish(ag);
 }
 
-static void child_sent(struct hr_agent *a)
-{
-    (void)a;
-}
-
 static const struct hr_link_cb child_cb = {
     .bytes = child_bytes,
     .ended = child_ended,
-    .sent = child_sent,
 };
 
 static struct agent_child *find(struct agent *ag, uint32_t id)
@@ -160,8 +154,10 @@ int agent_relay_frame(struct agent *ag, const struct hvd_frame *f)
     size_t n;
     uint32_t id;
 
+    /* A finishing agent still relays for its children, and in an elastic
+     * job may be given one more: it ends after the last. */
     if (f->type == HVD_MSG_SPAWN)
-        return ag->finishing ? HVD_EPROTO : spawn(ag, f->payload, f->len);
+        return spawn(ag, f->payload, f->len);
     int err = hvd_relay_unwrap(f->payload, f->len, &id, &p, &n);
     struct agent_child *c = err ? NULL : find(ag, id);
     if (c == NULL)
@@ -177,7 +173,7 @@ int agent_relay_frame(struct agent *ag, const struct hvd_frame *f)
     if (copy == NULL)
         return HVD_ENOMEM;
     memcpy(copy, p, n);
-    c->a.link->send(&c->a, copy, n, 0);
+    c->a.link->send(&c->a, copy, n);
     return 0;
 }
 

@@ -42,7 +42,7 @@ static void tell(struct hr_agent *a, uint8_t type, uint32_t id,
     size_t len;
     if (a->running && !a->ended &&
         hvd_relay_wrap(type, id, p, n, &f, &len) == 0)
-        a->link->send(a, f, len, 0);
+        a->link->send(a, f, len);
 }
 
 static void carrier_send(void *arg, uint32_t id, uint8_t *frame, size_t len)

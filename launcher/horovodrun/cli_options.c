@@ -554,8 +554,8 @@ const struct hr_option hr_options[] = {
      "over SSH or srun, horovodrun starts the agents of at most N hosts "
      "itself, and each of them those of up to N more, and so on (a tree; "
      "default 32; 0: every host from horovodrun, and every rank registers "
-     "with it directly, not through its agent). Elastic jobs start every "
-     "host from horovodrun",
+     "with it directly, not through its agent). In an elastic job, a host "
+     "that comes later is started where the tree has room",
      opt_tree_fanout, NULL},
     {"network-interfaces", NULL, 0, "IFS",
      "interfaces for the job, separated by commas: ranks get the "

@@ -34,8 +34,10 @@ enum phase {
     PH_ENDED
 };
 
-/* What became of a process, as Horovod's worker registry records it. */
-enum pstate { P_RUN, P_READY, P_SUCCESS, P_FAILURE, P_STOPPED };
+/* What became of a process, as Horovod's worker registry records it.
+ * P_ORPHAN: it ended with the agent that had started its own agent (the
+ * tree launch), a failure that blacklists nothing. */
+enum pstate { P_RUN, P_READY, P_SUCCESS, P_FAILURE, P_STOPPED, P_ORPHAN };
 
 struct hr_elastic {
     struct hr_job *job;
@@ -397,7 +399,8 @@ static void decide(struct hr_elastic *el)
         nassigned++;
         if (el->state[id] == P_SUCCESS && success < 0)
             success = id;
-        if (el->state[id] == P_FAILURE && nfail++ == 0)
+        if ((el->state[id] == P_FAILURE || el->state[id] == P_ORPHAN) &&
+            nfail++ == 0)
             first_fail = id;
     }
     if (success >= 0) {
@@ -515,8 +518,15 @@ static void on_rank_ended(struct hr_job *job, uint32_t rank)
         el->state[id] == P_STOPPED)
         return;
     int ok = rs->kind == HVD_EXIT_CODE && rs->code == 0;
-    el->state[id] = ok ? P_SUCCESS : P_FAILURE;
-    if (!ok)
+    int orphan = el->state[id] == P_ORPHAN;
+    el->state[id] = ok ? P_SUCCESS : orphan ? P_ORPHAN : P_FAILURE;
+    if (orphan && !ok)
+        hvd_log_warn("elastic: rank %d on %s ended with the agent that "
+                     "started its host's agent; the others reset, and %s is "
+                     "not blacklisted",
+                     el->procs.ranks[id].rank, proc_host(el, id),
+                     proc_host(el, id));
+    else if (!ok)
         hvd_log_warn("elastic: rank %d on %s %s %d; the others reset",
                      el->procs.ranks[id].rank, proc_host(el, id),
                      rs->kind == HVD_EXIT_SIGNAL ? "was killed by signal"
@@ -716,6 +726,13 @@ int hr_elastic_wanted(const struct hr_elastic *el, int id)
 {
     return el && id < el->procs.size && el->assigned[id] &&
            el->state[id] != P_STOPPED;
+}
+
+void hr_elastic_orphan(struct hr_elastic *el, int id)
+{
+    if (id < el->procs.size &&
+        (el->state[id] == P_RUN || el->state[id] == P_READY))
+        el->state[id] = P_ORPHAN;
 }
 
 int hr_elastic_over(const struct hr_elastic *el)

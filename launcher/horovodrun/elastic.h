@@ -49,6 +49,10 @@ int hr_elastic_wanted(const struct hr_elastic *el, int id);
 void hr_elastic_status(const struct hr_elastic *el, char *buf, size_t len);
 /* Whether the controller has ended the job (its agents may then end). */
 int hr_elastic_over(const struct hr_elastic *el);
+/* Process id is about to end because the agent that started its host's
+ * agent ended (the tree launch): its end is a failure that resets the
+ * job, but its host is not to blame and is not blacklisted. */
+void hr_elastic_orphan(struct hr_elastic *el, int id);
 /* The summary of how the job ended, printed, and horovodrun's exit code;
  * -1 when the job's fate is the controller's of a fixed job (a signal). */
 int hr_elastic_failure(struct hr_elastic *el);

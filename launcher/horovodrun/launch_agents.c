@@ -69,7 +69,7 @@ static void send_simple(struct hr_agent *a, uint8_t type, uint32_t value,
     else
         hvd_wbuf_u32(&w, value);
     if (hvd_wbuf_finish(&w, type, &f, &len) == 0)
-        a->link->send(a, f, len, 0);
+        a->link->send(a, f, len);
 }
 
 static const char *host_name(const struct hr_job *job, int h)
@@ -181,7 +181,7 @@ int hr_agents_send_job(struct hr_job *job, struct hr_agent *a)
     if (!err)
         err = hvd_jobspec_encode(&js, &f, &len);
     if (!err) {
-        a->link->send(a, f, len, 0);
+        a->link->send(a, f, len);
         a->has_job = 1;
     }
     hvd_jobspec_close(&js);
@@ -426,6 +426,13 @@ static int handle_frame(struct hr_job *job, struct hr_agent *a,
         free(text);
         return 0;
     }
+    case HVD_MSG_STDIN_TAKEN: {
+        struct hr_agents *g = agents_of(job);
+        if (f->len != 0 || g->stdin_agent < 0 || g->agents[g->stdin_agent] != a)
+            return HVD_EPROTO;
+        hr_job_read_stdin(job);
+        return 0;
+    }
     case HVD_MSG_FROM:
     case HVD_MSG_GONE:
         return relay_frame(job, a, f);
@@ -466,12 +473,6 @@ static void agent_bytes(struct hr_agent *a, const char *buf, size_t n)
         a->link->kill(a, SIGKILL);
     }
     hr_output_flush(&a->job->out);
-}
-
-/* Only stdin frames ask to hear that they were sent. */
-static void agent_sent(struct hr_agent *a)
-{
-    hr_job_read_stdin(a->job);
 }
 
 /* Whether a rank-less failure of this agent ends the job. */
@@ -524,9 +525,17 @@ static void end_subtree(struct hr_job *job, struct hr_agent *a, int lost)
             len += snprintf(names + len, sizeof(names) - (size_t)len, "%s%s",
                             n ? ", " : "", c->name);
         n++;
+        c->orphaned = lost;
         hr_relay_gone(c, -1, 0, why);
     }
-    if (n > 0 && lost && g->started)
+    if (n == 0 || !lost || !g->started)
+        return;
+    if (g->el)
+        hvd_log_warn("host %s: its agent ended, and so did those it started "
+                     "(%d: %s); their hosts are not blacklisted, and get new "
+                     "agents",
+                     a->name, n, names);
+    else
         hvd_log_error("host %s: its agent ended, and so did those it started "
                       "(%d: %s)",
                       a->name, n, names);
@@ -565,7 +574,6 @@ static void agent_ended(struct hr_agent *a)
 static const struct hr_link_cb agent_cb = {
     .bytes = agent_bytes,
     .ended = agent_ended,
-    .sent = agent_sent,
 };
 
 /* A block of stdin to rank 0's agent; the end of input as an empty
@@ -580,7 +588,7 @@ static void agents_write_stdin(struct hr_job *job, const char *buf, size_t n)
     hvd_wbuf_init(&w);
     hvd_wbuf_raw(&w, buf, n);
     if (hvd_wbuf_finish(&w, HVD_MSG_STDIN, &f, &len) == 0)
-        a->link->send(a, f, len, n > 0);
+        a->link->send(a, f, len);
 }
 
 static void on_start_timeout(uv_timer_t *t)
@@ -764,6 +772,77 @@ int hr_agents_add(struct hr_job *job, int h, struct hr_agent **out)
     return 0;
 }
 
+/* Whether horovodrun reaches a's agent over SSH or through srun (an argv
+ * that is no rsh agent's): the links an agent can take over. */
+static int treeable(const struct hr_agent *a)
+{
+    return a->ssh || (a->argv.n && !a->rsh);
+}
+
+/* a, reached over SSH or through srun, is started by parent's agent
+ * instead, under id (its index). 0, or HVD_ENOMEM. */
+static int started_by(struct hr_job *job, struct hr_agent *a,
+                      struct hr_agent *parent, int id)
+{
+    struct hr_agents *g = agents_of(job);
+    struct hr_ssh_cfg cfg = ssh_cfg_of(job->opts);
+    int srun = a->ssh == NULL;
+    if (srun)
+        cfg.agent_path = g->srun.agent;
+    hr_ssh_free(a->ssh);
+    a->ssh = NULL;
+    hvd_strvec_close(&a->argv);
+    a->link = &hr_link_relay;
+    return hr_relay_new(a, parent, (uint32_t)id, &cfg,
+                        srun ? g->srun.srun : NULL)
+               ? 0
+               : HVD_ENOMEM;
+}
+
+/* Whether a's agent may start another one in an elastic job: it runs,
+ * is in the tree, and its host has a process that runs (a host whose
+ * processes all ended, or were stopped, may be on its way out). */
+static int may_relay(const struct hr_job *job, const struct hr_agent *a)
+{
+    if (a->ended || !a->running || !(treeable(a) || hr_relay_parent(a)))
+        return 0;
+    for (int id = 0; id < job->plan->size; id++)
+        if (job->plan->ranks[id].host == a->host && !job->ranks[id].done &&
+            hr_elastic_wanted(agents_of(job)->el, id))
+            return 1;
+    return 0;
+}
+
+int hr_agents_place(struct hr_job *job, struct hr_agent *a)
+{
+    struct hr_agents *g = agents_of(job);
+    int fan = job->opts->tree_fanout, direct = 0, id = -1;
+    if (fan <= 0 || !treeable(a))
+        return 0;
+    /* horovodrun's own sessions, then the first agent with room, in the
+     * order they came: the tree fills level by level. */
+    for (int i = 0; i < g->nagents; i++) {
+        if (g->agents[i] == a)
+            id = i;
+        else if (treeable(g->agents[i]) && !g->agents[i]->ended)
+            direct++;
+    }
+    if (direct < fan)
+        return 0;
+    for (int i = 0; i < g->nagents; i++) {
+        struct hr_agent *p = g->agents[i];
+        int children = 0;
+        if (p == a || !may_relay(job, p))
+            continue;
+        for (int j = 0; j < g->nagents; j++)
+            if (hr_relay_parent(g->agents[j]) == p && !g->agents[j]->ended)
+                children++;
+        if (children < fan)
+            return started_by(job, a, p, id);
+    }
+    return 0;
+}
+
 /*
  * The tree launch: of the hosts reached over SSH (or through srun),
  * horovodrun reaches the first F (--tree-fanout) itself, and the k-th
@@ -774,30 +853,16 @@ int hr_agents_add(struct hr_job *job, int h, struct hr_agent **out)
 static int plant_tree(struct hr_job *job)
 {
     struct hr_agents *g = agents_of(job);
-    const struct hr_ssh_cfg cfg = ssh_cfg_of(job->opts);
-    struct hr_ssh_cfg srun_cfg = cfg;
     int fan = job->opts->tree_fanout, n = 0, rc = 0;
     int *tree = malloc((size_t)g->nagents * sizeof(*tree));
     if (tree == NULL)
         return HVD_ENOMEM;
-    srun_cfg.agent_path = g->srun.agent;
-    /* Over SSH, or as job steps through srun (an argv that is no rsh
-     * agent's). */
     for (int i = 0; i < g->nagents; i++)
-        if (g->agents[i]->ssh || (g->agents[i]->argv.n && !g->agents[i]->rsh))
+        if (treeable(g->agents[i]))
             tree[n++] = i;
-    for (int k = fan; fan > 0 && k < n && rc == 0; k++) {
-        struct hr_agent *a = g->agents[tree[k]];
-        struct hr_agent *parent = g->agents[tree[(k - fan) / fan]];
-        int srun = a->ssh == NULL;
-        hr_ssh_free(a->ssh);
-        a->ssh = NULL;
-        hvd_strvec_close(&a->argv);
-        a->link = &hr_link_relay;
-        if (hr_relay_new(a, parent, (uint32_t)tree[k], srun ? &srun_cfg : &cfg,
-                         srun ? g->srun.srun : NULL) == NULL)
-            rc = HVD_ENOMEM;
-    }
+    for (int k = fan; fan > 0 && k < n && rc == 0; k++)
+        rc = started_by(job, g->agents[tree[k]],
+                        g->agents[tree[(k - fan) / fan]], tree[k]);
     if (fan > 0 && n > fan && rc == 0)
         hvd_log_info("tree launch: horovodrun starts the agents of %d hosts, "
                      "which start those of the other %d (--tree-fanout %d)",

@@ -85,6 +85,11 @@ void hr_agents_elastic_lost(struct hr_job *job, struct hr_agent *a);
  * reports them failed (hr_job_rank_done).
  */
 void hr_agents_run_host(struct hr_job *job, int h);
+/* An elastic job's new agent a, reached over SSH or through srun: once
+ * horovodrun holds --tree-fanout such links, the first agent that may
+ * start it and starts fewer than that does so instead. 0, or
+ * HVD_ENOMEM. */
+int hr_agents_place(struct hr_job *job, struct hr_agent *a);
 /* Starts the rendezvous server of an elastic job (once; it serves every
  * generation), on an address that the hosts known so far reach. 0, or
  * horovodrun's exit code once it said why. */

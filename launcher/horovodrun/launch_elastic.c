@@ -63,7 +63,7 @@ static int send_more(struct hr_job *job, struct hr_agent *a)
     int err = hr_agents_new_procs(job, a, &js);
     if (!err && js.nranks > 0 &&
         (err = hvd_ranks_encode(js.ranks, js.nranks, &f, &len)) == 0)
-        a->link->send(a, f, len, 0);
+        a->link->send(a, f, len);
     hvd_jobspec_close(&js);
     return err;
 }
@@ -98,7 +98,13 @@ void hr_agents_elastic_lost(struct hr_job *job, struct hr_agent *a)
         lost += job->plan->ranks[id].host == a->host && !job->ranks[id].done;
     if (lost == 0 || job->stopping)
         return;
-    if (a->failure[0])
+    if (a->orphaned) {
+        /* Named with the agent that started it; its host is not to
+         * blame. */
+        for (int id = 0; id < job->plan->size; id++)
+            if (job->plan->ranks[id].host == a->host)
+                hr_elastic_orphan(agents_of(job)->el, id);
+    } else if (a->failure[0])
         hvd_log_warn("host %s: %s", a->name, a->failure);
     else if (a->term_signal)
         hvd_log_warn("host %s: hvd-agent was killed by signal %d (%s)", a->name,
@@ -139,7 +145,9 @@ void hr_agents_run_host(struct hr_job *job, int h)
     for (int i = 0; i < g->nagents; i++)
         if (g->agents[i]->host == h && g->agents[i]->sent_to > a->sent_to)
             a->sent_to = g->agents[i]->sent_to;
-    if (a->link->start(a) != 0) {
+    if (hr_agents_place(job, a) != 0)
+        snprintf(a->failure, sizeof(a->failure), "out of memory");
+    if (a->failure[0] || a->link->start(a) != 0) {
         a->ended = 1;
         g->agents_left--;
         hr_agents_elastic_lost(job, a);
@@ -158,7 +166,7 @@ void hr_agents_kill(struct hr_job *job, int id, int now)
         size_t len;
         if (a->has_job && (uint32_t)id < a->sent_to &&
             hvd_kill_encode((uint32_t)id, (uint8_t)now, &f, &len) == 0)
-            a->link->send(a, f, len, 0);
+            a->link->send(a, f, len);
     }
 }
 

@@ -9,8 +9,9 @@
 #include "launcher/lib/strvec.h"
 
 /* 2: the tree launch's SPAWN, TO, FROM, GONE and DROP. 3: JOB's
- * carry_rdv and the carried rendezvous (RDV_OPEN, RDV_DATA, RDV_CLOSE). */
-#define HVD_PROTO_VERSION 3u
+ * carry_rdv and the carried rendezvous (RDV_OPEN, RDV_DATA, RDV_CLOSE).
+ * 4: STDIN_TAKEN. */
+#define HVD_PROTO_VERSION 4u
 
 /* hvd-agent --connect: the challenge horovodrun sends on the connection
  * (hex, then '\n'), and the line the agent prints on its stdout with that
@@ -45,9 +46,13 @@ enum hvd_msg {
     /* The rendezvous carried by the agents (JOB's carry_rdv): a rank's
      * connection to its agent is stream id there, and its bytes travel
      * as they came, both ways. Ids are never reused within a job. */
-    HVD_MSG_RDV_OPEN = 17, /* agent: u32 id; a connection came */
-    HVD_MSG_RDV_DATA = 18, /* both: u32 id, bytes */
-    HVD_MSG_RDV_CLOSE = 19 /* both: u32 id; that side closed it */
+    HVD_MSG_RDV_OPEN = 17,  /* agent: u32 id; a connection came */
+    HVD_MSG_RDV_DATA = 18,  /* both: u32 id, bytes */
+    HVD_MSG_RDV_CLOSE = 19, /* both: u32 id; that side closed it */
+    /* agent: the last STDIN block went to rank 0 (or rank 0 was gone):
+     * the next may come. One block is on its way at a time, so stdin
+     * that rank 0 does not read waits in horovodrun's own stdin. */
+    HVD_MSG_STDIN_TAKEN = 20
 };
 
 /* Carried rendezvous streams open at once beyond one per rank: what

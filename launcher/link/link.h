@@ -24,8 +24,6 @@ struct hr_link_cb {
     void (*bytes)(struct hr_agent *a, const char *buf, size_t n);
     /* The agent is gone and its output read to the end. */
     void (*ended)(struct hr_agent *a);
-    /* A frame queued with notify was written. */
-    void (*sent)(struct hr_agent *a);
 };
 
 struct hr_link_ops {
@@ -34,9 +32,8 @@ struct hr_link_ops {
      * the agent then counts as ended (ended is not called).
      */
     int (*start)(struct hr_agent *a);
-    /* Queues a frame (ownership passes); with notify, sent is called once
-     * it was written. */
-    void (*send)(struct hr_agent *a, uint8_t *frame, size_t len, int notify);
+    /* Queues a frame (ownership passes). */
+    void (*send)(struct hr_agent *a, uint8_t *frame, size_t len);
     /*
      * Stops (pause 1) or resumes (0) taking frames from the agent, when
      * the terminal falls behind. Only the agent-to-horovodrun direction
@@ -99,15 +96,14 @@ struct hr_agent {
     int gpus;
     int has_job;      /* its JOB was sent */
     uint32_t sent_to; /* elastic: processes below this id were looked at */
+    int orphaned;     /* it ended because the agent that started it did */
 };
 
 /* link_local.c: calls a->cb->ended once the agent's process exited and
  * everything it sent was read. */
 void hr_link_check_end(struct hr_agent *a);
-/* Writes a frame to the agent on stream to (ownership passes); with
- * notify, a->cb->sent is called once it was written. */
-void hr_link_write(struct hr_agent *a, uv_stream_t *to, uint8_t *frame,
-                   size_t len, int notify);
+/* Writes a frame to the agent on stream to (ownership passes). */
+void hr_link_write(uv_stream_t *to, uint8_t *frame, size_t len);
 
 /* The absolute path of the program name next to this horovodrun (such as
  * "hvd-agent"). Returns 0, or -1 when it does not fit in len. */

@@ -10,32 +10,25 @@
 
 struct send_req {
     uv_write_t req;
-    struct hr_agent *agent;
     uint8_t *frame;
-    int notify;
 };
 
 static void on_sent(uv_write_t *req, int status)
 {
     struct send_req *sr = (struct send_req *)req;
     (void)status; /* a dead agent is noticed by its exit */
-    if (sr->notify)
-        sr->agent->cb->sent(sr->agent);
     free(sr->frame);
     free(sr);
 }
 
-void hr_link_write(struct hr_agent *a, uv_stream_t *to, uint8_t *frame,
-                   size_t len, int notify)
+void hr_link_write(uv_stream_t *to, uint8_t *frame, size_t len)
 {
     struct send_req *sr = malloc(sizeof(*sr));
     if (sr == NULL) {
         free(frame);
         return;
     }
-    sr->agent = a;
     sr->frame = frame;
-    sr->notify = notify;
     uv_buf_t b = uv_buf_init((char *)frame, (unsigned)len);
     if (uv_write(&sr->req, to, &b, 1, on_sent) != 0) {
         free(frame);
@@ -43,15 +36,14 @@ void hr_link_write(struct hr_agent *a, uv_stream_t *to, uint8_t *frame,
     }
 }
 
-static void pipes_send(struct hr_agent *a, uint8_t *frame, size_t len,
-                       int notify)
+static void pipes_send(struct hr_agent *a, uint8_t *frame, size_t len)
 {
     if (!a->running)
         free(frame);
     else if (a->rsh)
-        hr_rsh_send(a, frame, len, notify);
+        hr_rsh_send(a, frame, len);
     else
-        hr_link_write(a, (uv_stream_t *)&a->to, frame, len, notify);
+        hr_link_write((uv_stream_t *)&a->to, frame, len);
 }
 
 static void alloc_cb(uv_handle_t *h, size_t hint, uv_buf_t *buf)

@@ -51,13 +51,13 @@ int hr_relay_spawned(const struct hr_agent *a)
 
 /* Sends through the parent's link, wrapped for a (ownership passes). */
 static void to_parent(struct hr_agent *a, uint8_t type, const uint8_t *p,
-                      size_t n, int notify)
+                      size_t n)
 {
     struct hr_agent *parent = a->relay->parent;
     uint8_t *f;
     size_t len;
     if (hvd_relay_wrap(type, a->relay->id, p, n, &f, &len) == 0)
-        parent->link->send(parent, f, len, notify);
+        parent->link->send(parent, f, len);
 }
 
 void hr_relay_parent_ready(struct hr_agent *a)
@@ -79,7 +79,7 @@ void hr_relay_parent_ready(struct hr_agent *a)
         hvd_spawn_encode(&s, &f, &len) != 0)
         return;
     r->spawned = 1;
-    r->parent->link->send(r->parent, f, len, 0);
+    r->parent->link->send(r->parent, f, len);
     snprintf(r->stage, sizeof(r->stage), "being started by host %s",
              r->parent->name);
 }
@@ -97,11 +97,10 @@ static int relay_start(struct hr_agent *a)
     return 0;
 }
 
-static void relay_send(struct hr_agent *a, uint8_t *frame, size_t len,
-                       int notify)
+static void relay_send(struct hr_agent *a, uint8_t *frame, size_t len)
 {
     if (a->running && a->relay->spawned)
-        to_parent(a, HVD_MSG_TO, frame, len, notify);
+        to_parent(a, HVD_MSG_TO, frame, len);
     free(frame);
 }
 
@@ -122,7 +121,7 @@ static void relay_kill(struct hr_agent *a, int sig)
         return;
     }
     if (a->running && a->relay->parent->running)
-        to_parent(a, HVD_MSG_DROP, NULL, 0, 0);
+        to_parent(a, HVD_MSG_DROP, NULL, 0);
 }
 
 static void relay_release(struct hr_agent *a)

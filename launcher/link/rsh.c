@@ -57,7 +57,6 @@ struct queued {
     struct queued *next;
     uint8_t *frame;
     size_t len;
-    int notify;
 };
 
 struct hr_rsh {
@@ -468,13 +467,12 @@ int hr_rsh_addr(const struct hr_rsh *r, int local, char *out, size_t len)
     return uv_ip4_name((const struct sockaddr_in *)&sa, out, len) == 0 ? 0 : -1;
 }
 
-static void write_frame(struct hr_agent *a, uint8_t *frame, size_t len,
-                        int notify)
+static void write_frame(struct hr_agent *a, uint8_t *frame, size_t len)
 {
-    hr_link_write(a, (uv_stream_t *)&a->rsh->conn->tcp, frame, len, notify);
+    hr_link_write((uv_stream_t *)&a->rsh->conn->tcp, frame, len);
 }
 
-void hr_rsh_send(struct hr_agent *a, uint8_t *frame, size_t len, int notify)
+void hr_rsh_send(struct hr_agent *a, uint8_t *frame, size_t len)
 {
     struct hr_rsh *r = a->rsh;
     struct queued *q;
@@ -483,14 +481,14 @@ void hr_rsh_send(struct hr_agent *a, uint8_t *frame, size_t len, int notify)
         return;
     }
     if (r->conn) {
-        write_frame(a, frame, len, notify);
+        write_frame(a, frame, len);
         return;
     }
     if ((q = malloc(sizeof(*q))) == NULL) {
         free(frame);
         return;
     }
-    *q = (struct queued){.frame = frame, .len = len, .notify = notify};
+    *q = (struct queued){.frame = frame, .len = len};
     *r->tail = q;
     r->tail = &q->next;
 }
@@ -514,7 +512,7 @@ static int bind_conn(struct hr_rsh *r, struct conn *c, int duplex)
     while (r->head) {
         struct queued *q = r->head;
         r->head = q->next;
-        write_frame(r->a, q->frame, q->len, q->notify);
+        write_frame(r->a, q->frame, q->len);
         free(q);
     }
     r->tail = &r->head;

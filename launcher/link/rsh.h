@@ -54,7 +54,7 @@ int hr_rsh_reading(const struct hr_rsh *r);
 /* Stops (1) or resumes (0) reading such a connection. NULL is fine. */
 void hr_rsh_pause(struct hr_rsh *r, int pause);
 /* Queues a frame to the agent (ownership passes), written once bound. */
-void hr_rsh_send(struct hr_agent *a, uint8_t *frame, size_t len, int notify);
+void hr_rsh_send(struct hr_agent *a, uint8_t *frame, size_t len);
 /* Closes the connection: the agent there stops its ranks. */
 void hr_rsh_hangup(struct hr_rsh *r);
 /* This host's address (local 1) or the agent's (0) on the agent's

@@ -41,7 +41,6 @@ enum stage {
 struct outq {
     uint8_t *data;
     size_t len, off;
-    int notify;
     struct outq *next;
 };
 
@@ -720,11 +719,8 @@ again:
         s->qhead = q->next;
         if (s->qhead == NULL)
             s->qtail = NULL;
-        int notify = q->notify;
         free(q->data);
         free(q);
-        if (notify)
-            s->a->cb->sent(s->a);
     }
     if (s->paused) {
         /* A readable socket is no news while paused: watch it only in the
@@ -848,7 +844,7 @@ static int ssh_start(struct hr_agent *a)
     return 0;
 }
 
-static void ssh_send(struct hr_agent *a, uint8_t *frame, size_t len, int notify)
+static void ssh_send(struct hr_agent *a, uint8_t *frame, size_t len)
 {
     struct hr_ssh *s = a->ssh;
     struct outq *q = malloc(sizeof(*q));
@@ -857,7 +853,7 @@ static void ssh_send(struct hr_agent *a, uint8_t *frame, size_t len, int notify)
         free(frame);
         return;
     }
-    *q = (struct outq){frame, len, 0, notify, NULL};
+    *q = (struct outq){frame, len, 0, NULL};
     if (s->qtail)
         s->qtail->next = q;
     else

@@ -27,6 +27,7 @@ from test_clusters import ClusterCase, leftovers
 
 COLLCHECK = os.environ["HVD_COLLCHECK"]
 TINY = os.environ["HVD_TINY"]
+ELASTICRANK = os.environ["HVD_ELASTICRANK"]
 PY = "/usr/bin/python3"
 N, FAN = 16, 3
 HOSTS = ["w%d" % i for i in range(N)]
@@ -61,6 +62,15 @@ def agent_pid(c, host):
     return None
 
 
+def ssh_sessions(c):
+    """horovodrun's SSH connections, from the launcher host of c."""
+    ss = subprocess.run(["nsenter", "-t", str(c.launcher.pid), "--net", "--",
+                         "ss", "-Htn", "state", "established",
+                         "( dport = :22 )"],
+                        capture_output=True, text=True, check=True)
+    return len(ss.stdout.splitlines())
+
+
 class TreeTest(ClusterCase):
     """One cluster of 16 hosts for every test."""
 
@@ -74,14 +84,6 @@ class TreeTest(ClusterCase):
     def job_args(self, *cmd):
         return ["-np", N, "-H", ",".join("%s:1" % h for h in HOSTS),
                 "--tree-fanout", FAN, "--kill-grace", "1"] + list(cmd)
-
-    def ssh_sessions(self):
-        """horovodrun's SSH connections, from the launcher host."""
-        ss = subprocess.run(["nsenter", "-t", str(self.cluster.launcher.pid),
-                             "--net", "--", "ss", "-Htn", "state",
-                             "established", "( dport = :22 )"],
-                            capture_output=True, text=True, check=True)
-        return len(ss.stdout.splitlines())
 
     def connections(self, pid):
         """The established TCP connections of process pid (in the launcher
@@ -179,7 +181,7 @@ class TreeTest(ClusterCase):
         job.wait_line(lambda l: l.endswith(">:ready"), count=N, timeout=90)
         # Every rank runs, and horovodrun holds one SSH session per agent
         # it started itself, not one per host.
-        self.assertEqual(self.ssh_sessions(), FAN)
+        self.assertEqual(ssh_sessions(self.cluster), FAN)
         job.signal(signal.SIGKILL)
         job.wait(10)
         self.assertNothingLeft()
@@ -194,6 +196,60 @@ class TreeTest(ClusterCase):
                       job.err, job.describe())
         self.assertRegex(job.err, r"host %s: hvd-agent was killed by signal "
                          r"9" % INNER, job.describe())
+        self.assertNothingLeft()
+
+
+class ElasticTreeTest(ClusterCase):
+    """An elastic job on 7 hosts, fan-out 2: horovodrun starts w0 and w1;
+    w0's agent starts w2 and w3, w1's w4 and w5, and w2's w6. Then w1
+    fails (its processes are killed and it leaves the network)."""
+
+    E = ["w%d" % i for i in range(7)]
+    STEPS = 600
+
+    @classmethod
+    def setUpClass(cls):
+        c = cls.cluster = nscluster.NsCluster(len(cls.E))
+        ssh = c.ssh_dir(os.path.join(c.dir, "ssh"))
+        for h in [c.launcher] + list(c.hosts):
+            c.bind(h, ssh, "/root/.ssh", ro=True)
+        cls.listing = os.path.join(c.dir, "listing")
+        cls.script = os.path.join(c.dir, "discover.sh")
+        with open(cls.script, "w") as f:
+            f.write("#!/bin/sh\ncat %s\n" % cls.listing)
+        os.chmod(cls.script, 0o755)
+
+    def list_hosts(self, hosts):
+        with open(self.listing, "w") as f:
+            f.write("".join("%s:1\n" % h for h in hosts))
+
+    def test_a_lost_relay_costs_its_subtree_a_restart_not_the_blacklist(self):
+        self.list_hosts(self.E)
+        job = self.start("--verbose", "-np", len(self.E), "--min-np", 4,
+                         "--host-discovery-script", self.script,
+                         "--tree-fanout", 2, "--kill-grace", 1, ELASTICRANK,
+                         self.STEPS, ER_STEP_MS="20")
+        # Every process trains.
+        job.wait_line(lambda l: l.endswith(" ready"), count=len(self.E),
+                      timeout=90)
+        # Two SSH sessions for seven hosts.
+        self.assertEqual(ssh_sessions(self.cluster), 2, job.describe())
+        self.list_hosts([h for h in self.E if h != "w1"])
+        self.cluster.remove_host("w1")
+        self.assertEqual(job.wait(240), 0, job.describe())
+        self.assertIn("host w1: its agent ended, and so did those it started "
+                      "(2: w4, w5); their hosts are not blacklisted, and get "
+                      "new agents", job.err)
+        for h in ("w4", "w5"):
+            self.assertRegex(job.err, r"elastic: rank \d+ on %s ended with "
+                             r"the agent that started its host's agent" % h)
+            self.assertNotRegex(job.err, r"host %s is blacklisted" % h)
+        done = re.findall(r"elasticrank: start \d+ rank (\d+) of (\d+): "
+                          r"(\d+) steps.*weight (\d+)", job.out)
+        weight = self.STEPS * (self.STEPS + 1) // 2
+        self.assertEqual(sorted(tuple(map(int, d)) for d in done),
+                         [(r, 6, self.STEPS, weight) for r in range(6)],
+                         job.describe())
         self.assertNothingLeft()
 
 

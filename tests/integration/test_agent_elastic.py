@@ -18,7 +18,7 @@ HELLO, JOB, STDIN, SIGNAL, STOP, LINE, EXIT, NOTE, PING, RANKS, KILL = \
 EXIT_CODE, EXIT_SIGNAL, EXIT_SPAWN = 0, 1, 2
 STDOUT = 1
 # HVD_PROTO_VERSION, the first word of HELLO.
-PROTO_VERSION = 3
+PROTO_VERSION = 4
 
 # common/frame.h: u16 magic "HV", u8 version, u8 type, u32 payload length.
 HDR = struct.Struct(">HBBI")

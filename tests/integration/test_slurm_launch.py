@@ -30,6 +30,10 @@ if (any(n not in args for n in need) or len(nodes) != 1 or
     sys.exit(1)
 with open(os.environ["FAKE_SRUN_LOG"], "a") as f:
     f.write(json.dumps(args) + "\n")
+with open("/proc/%%d/comm" %% os.getppid()) as f:
+    parent = f.read().strip()
+with open(os.environ["FAKE_SRUN_LOG"] + ".parents", "a") as f:
+    f.write("%%s %%s\n" %% (nodes[0], parent))
 os.environ.update(SLURM_PROCID="0", SLURM_NTASKS="1", SLURM_STEP_ID="0",
                   SLURMD_NODENAME=nodes[0])
 os.execv(prog, [prog])
@@ -138,6 +142,25 @@ class SlurmLaunch(hvdtest.TestCase):
                           timeout=120)
         self.assertEqual(res.rc, 0, res.describe())
         self.assertEqual(self.nodelists(), ["127.0.0.2", "127.0.0.3"])
+        for start in (0, 1):
+            self.assertIn("elasticrank: start %d rank %d of 2: 300 steps"
+                          % (start, start), res.out, res.describe())
+        self.assertIn("host 127.0.0.3 is blacklisted", res.err,
+                      res.describe())
+
+    def test_elastic_job_through_the_tree(self):
+        # --tree-fanout 1: horovodrun runs 127.0.0.2's srun, and that
+        # agent runs 127.0.0.3's. Its rank fails; the job goes on.
+        res = self.run_hr("-np", "4", "--min-np", "2", "--tree-fanout", "1",
+                          os.environ["HVD_ELASTICRANK"], "300",
+                          env=self.alloc_env(tasks="2(x2)",
+                                             ER_FAIL="3:20:kill",
+                                             ER_STEP_MS="2"),
+                          timeout=120)
+        self.assertEqual(res.rc, 0, res.describe())
+        with open(self.log + ".parents") as f:
+            self.assertEqual(sorted(f.read().splitlines()),
+                             ["127.0.0.2 horovodrun", "127.0.0.3 hvd-agent"])
         for start in (0, 1):
             self.assertIn("elasticrank: start %d rank %d of 2: 300 steps"
                           % (start, start), res.out, res.describe())

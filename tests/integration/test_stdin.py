@@ -166,6 +166,35 @@ class StdinTest(AgentsMode, StdinChecks, hvdtest.TestCase):
                                  "[1,0]<stdout>:rank 1 read b''"])
 
 
+    def test_stdin_that_rank0_does_not_read_waits_in_horovodrun(self):
+        # An endless producer and a rank 0 that reads late: the agent takes
+        # the next block only once rank 0's pipe took the last, so the
+        # producer is held back, and nothing it wrote is lost. (Before,
+        # the agent queued all of it: 1.9 GiB in 7 s.)
+        script = ("import sys, time\n"
+                  "print('ready', flush=True)\n"
+                  "time.sleep(3)\n"
+                  "print('read', len(sys.stdin.buffer.read()))\n")
+        job = self.start_hr("-np", "1", *py(script), stdin=subprocess.PIPE)
+        job.wait_line(lambda l: l == "[0,0]<stdout>:ready", timeout=20)
+        fd = job.proc.stdin.fileno()
+        os.set_blocking(fd, False)
+        block, sent, limit = b"x" * 65536, 0, 64 << 20
+        end = time.monotonic() + 2
+        while time.monotonic() < end and sent < limit:
+            try:
+                sent += os.write(fd, block)
+            except BlockingIOError:
+                time.sleep(0.001)
+        job.proc.stdin.close()
+        self.assertEqual(job.wait(timeout=30), 0, job.describe())
+        # Pipes and one block on its way: well under a MiB each.
+        self.assertLess(sent, 8 << 20, "horovodrun took %d bytes of stdin "
+                        "that rank 0 did not read" % sent)
+        self.assertIn("[0,0]<stdout>:read %d" % sent, job.text_lines(),
+                      job.describe())
+
+
 class StdinMpiTest(MpiMode, StdinChecks, hvdtest.TestCase):
     """The same checks under horovodrun --mpi."""
 

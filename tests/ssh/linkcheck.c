@@ -28,12 +28,7 @@ static void on_ended(struct hr_agent *a)
     a->link->release(a);
 }
 
-static void on_sent(struct hr_agent *a)
-{
-    (void)a;
-}
-
-static const struct hr_link_cb cb = {on_bytes, on_ended, on_sent};
+static const struct hr_link_cb cb = {on_bytes, on_ended};
 
 int main(int argc, char **argv)
 {

@@ -12,7 +12,7 @@
 static struct {
     char buf[256];
     size_t n;
-    int ended, sent;
+    int ended;
 } got;
 
 static void on_bytes(struct hr_agent *a, const char *b, size_t n)
@@ -31,13 +31,7 @@ static void on_ended(struct hr_agent *a)
     a->link->release(a);
 }
 
-static void on_sent(struct hr_agent *a)
-{
-    (void)a;
-    got.sent++;
-}
-
-static const struct hr_link_cb cb = {on_bytes, on_ended, on_sent};
+static const struct hr_link_cb cb = {on_bytes, on_ended};
 
 static void agent_init(struct hr_agent *a, uv_loop_t *loop, const char *prog)
 {
@@ -69,13 +63,11 @@ Test(link, pipes_carry_frames_both_ways_and_kill_ends_the_agent)
     agent_init(&a, &loop, "/bin/cat");
     cr_assert_eq(a.link->start(&a), 0, "%s", a.failure);
     cr_expect(a.running);
-    a.link->send(&a, frame("hello"), 5, 1);
-    a.link->send(&a, frame("world"), 5, 0);
+    a.link->send(&a, frame("hello"), 5);
+    a.link->send(&a, frame("world"), 5);
     cr_assert_eq(uv_run(&loop, UV_RUN_DEFAULT), 0);
     cr_expect_eq(got.n, 10);
     cr_expect_eq(memcmp(got.buf, "helloworld", 10), 0);
-    /* Only the frame sent with notify is told. */
-    cr_expect_eq(got.sent, 1);
     cr_expect_eq(got.ended, 1);
     cr_expect_eq(a.term_signal, SIGTERM);
     cr_expect(!a.running);
@@ -92,7 +84,7 @@ Test(link, pipes_pause_holds_the_agents_frames_until_resumed)
     agent_init(&a, &loop, "/bin/cat");
     cr_assert_eq(a.link->start(&a), 0, "%s", a.failure);
     a.link->pause(&a, 1);
-    a.link->send(&a, frame("0123456789"), 10, 0);
+    a.link->send(&a, frame("0123456789"), 10);
     /* Paused: the echo waits in the pipe however long the loop runs
      * (cat answers within milliseconds). */
     for (int i = 0; i < 50; i++) {
