@@ -393,6 +393,7 @@ int main(int argc, char **argv)
     uv_run(loop, UV_RUN_DEFAULT);
 
     /* Everything is reported; close what is left and free it. */
+    agent_relay_close(&ag);
     hr_loop_close_all(loop, UV_RUN_DEFAULT);
     agent_ranks_free(&ag);
     agent_relay_free(&ag);

@@ -67,7 +67,9 @@ struct agent {
     /* The tree launch: the agents this one started (agent_relay.c). */
     struct agent_child *children;
     int children_live; /* not ended yet */
-    int finishing;     /* the ranks are done; waiting for the children */
+    /* Where those started through an rsh agent connect back, or NULL. */
+    struct hr_rsh_server *rsh;
+    int finishing; /* the ranks are done; waiting for the children */
     /* The carried rendezvous (agent_carry.c), or NULL. */
     struct agent_carry *carry;
     char readbuf[65536];
@@ -124,6 +126,9 @@ int agent_relay_frame(struct agent *ag, const struct hvd_frame *f);
 void agent_relay_pause(struct agent *ag, int pause);
 /* Ends the sessions of the agents it started: they stop their ranks. */
 void agent_relay_drop(struct agent *ag);
+/* Closes the connections of those started through an rsh agent, before
+ * the loop's handles are closed. */
+void agent_relay_close(struct agent *ag);
 /* Frees them, once the loop's handles are closed. */
 void agent_relay_free(struct agent *ag);
 /* agent_carry.c. With JOB's carry_rdv, listens on loopback for the ranks'

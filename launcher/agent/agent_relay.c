@@ -1,7 +1,7 @@
 /* hvd-agent as a node of the tree launch: it starts the agents horovodrun
- * asks it to over SSH (libssh2, as horovodrun itself would) or as job
- * steps through srun, carries frames down to them and their bytes up, and
- * reports their end. */
+ * asks it to over SSH (libssh2, as horovodrun itself would), as job steps
+ * through srun or through the --rsh-agent command, carries frames down to
+ * them and their bytes up, and reports their end. */
 #include <limits.h>
 #include <signal.h>
 #include <stdio.h>
@@ -13,6 +13,7 @@
 #include "launcher/lib/log.h"
 #include "launcher/lib/relayproto.h"
 #include "launcher/link/link.h"
+#include "launcher/link/rsh.h"
 #include "launcher/link/srun.h"
 #include "launcher/link/ssh.h"
 
@@ -89,11 +90,12 @@ static int start_ssh(struct agent_child *c)
     return -1;
 }
 
-/* A job step of the allocation this agent runs in, as horovodrun starts
- * one: srun on the pipes link, running the same hvd-agent. */
-static int start_srun(struct agent_child *c)
+/* A job step of the allocation this agent runs in, or the --rsh-agent
+ * command, as horovodrun runs them: on the pipes link, running the same
+ * hvd-agent. */
+static int start_command(struct agent_child *c)
 {
-    char here[PATH_MAX];
+    char here[PATH_MAX], err[256] = "";
     const char *agent = c->spawn.agent;
     c->a.link = &hr_link_pipes;
     if (agent[0] == '\0' &&
@@ -104,10 +106,24 @@ static int start_srun(struct agent_child *c)
                  "cannot find the path of hvd-agent");
         return -1;
     }
-    if (hr_srun_argv(&c->a.argv, c->spawn.srun, c->spawn.host, agent) == 0)
-        return 0;
-    snprintf(c->a.failure, sizeof(c->a.failure), "out of memory");
-    return -1;
+    if (c->spawn.srun[0]) {
+        if (hr_srun_argv(&c->a.argv, c->spawn.srun, c->spawn.host, agent) == 0)
+            return 0;
+        snprintf(c->a.failure, sizeof(c->a.failure), "out of memory");
+        return -1;
+    }
+    /* Its agent connects back here: one listener for all of them. */
+    struct agent *ag = c->ag;
+    if (ag->rsh == NULL &&
+        (ag->rsh = hr_rsh_server_new(ag->loop, err, sizeof(err))) == NULL)
+        snprintf(err, sizeof(err), "out of memory");
+    if (err[0]) {
+        snprintf(c->a.failure, sizeof(c->a.failure), "%s", err);
+        return -1;
+    }
+    /* hr_rsh_new says why in a->failure. */
+    c->a.rsh = hr_rsh_new(&c->a, ag->rsh, c->spawn.rsh, agent);
+    return c->a.rsh ? 0 : -1;
 }
 
 static int spawn(struct agent *ag, const uint8_t *p, size_t len)
@@ -137,7 +153,7 @@ static int spawn(struct agent *ag, const uint8_t *p, size_t len)
     c->next = ag->children;
     ag->children = c;
     ag->children_live++;
-    if (c->spawn.srun[0] ? start_srun(c) : start_ssh(c)) {
+    if (c->spawn.srun[0] || c->spawn.rsh[0] ? start_command(c) : start_ssh(c)) {
         child_ended(&c->a);
         return 0;
     }
@@ -191,14 +207,24 @@ void agent_relay_drop(struct agent *ag)
             c->a.link->kill(&c->a, SIGTERM);
 }
 
+void agent_relay_close(struct agent *ag)
+{
+    for (struct agent_child *c = ag->children; c; c = c->next)
+        hr_rsh_hangup(c->a.rsh);
+    hr_rsh_server_close(ag->rsh);
+}
+
 void agent_relay_free(struct agent *ag)
 {
     while (ag->children) {
         struct agent_child *c = ag->children;
         ag->children = c->next;
         hr_ssh_free(c->a.ssh);
+        hr_rsh_free(c->a.rsh);
         hvd_strvec_close(&c->a.argv);
         hvd_spawn_close(&c->spawn);
         free(c);
     }
+    hr_rsh_server_free(ag->rsh);
+    ag->rsh = NULL;
 }

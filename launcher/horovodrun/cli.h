@@ -47,6 +47,7 @@ struct hr_opts {
     int tree_fanout;
     /* The remote-exec command of --launcher rsh, words split at spaces. */
     const char *rsh_agent;
+    int rsh_tree; /* it works on every host: agents may run it */
     /* "eth0,eth1" as given (repeated options joined by commas); the
      * first interface gives the rendezvous address. */
     const char *network_interfaces;

@@ -97,6 +97,14 @@ int hr_cli_launcher(struct hr_opts *o, int in_slurm, char *err, size_t errlen)
             return -1;
         }
     }
+    if (o->rsh_tree) {
+        snprintf(err, errlen,
+                 "--rsh-tree needs --rsh-agent CMD (or %s naming a "
+                 "program); over SSH and through srun the agents start "
+                 "agents already (--tree-fanout)",
+                 HVD_ENV_OMPI_RSH_AGENT);
+        return -1;
+    }
     if (o->launcher == HR_LAUNCH_AUTO)
         o->launcher = in_slurm ? HR_LAUNCH_SLURM : HR_LAUNCH_SSH;
     return 0;

@@ -128,6 +128,7 @@ SET(opt_accept_new, ssh_accept_new, 1)
 SET(opt_mpi, mpi, 1)
 SET(opt_gloo, gloo, 1)
 SET(opt_verbose, verbose, 1)
+SET(opt_rsh_tree, rsh_tree, 1)
 SET(opt_no_tty_status, no_tty_status, 1)
 SET(opt_detach, detach, 1)
 #undef SET
@@ -538,6 +539,12 @@ const struct hr_option hr_options[] = {
      "kubexec.sh, blaunch, pbs_tmrsh or ssh); the agent connects back to "
      "horovodrun over TCP",
      opt_rsh_agent, NULL},
+    {"rsh-tree", NULL, 0, NULL,
+     "the --rsh-agent command works on every host, not only here (as ssh "
+     "does): agents start agents with it, as over SSH (--tree-fanout). "
+     "Without it, horovodrun runs the command for every host, as kubectl "
+     "or pbs_tmrsh usually work only on the launcher's node",
+     opt_rsh_tree, NULL},
     {"ssh-port", NULL, 'p', "PORT", "SSH port of the remote hosts (default 22)",
      opt_ssh_port, NULL},
     {"ssh-identity-file", NULL, 'i', "FILE",

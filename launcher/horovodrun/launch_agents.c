@@ -772,29 +772,33 @@ int hr_agents_add(struct hr_job *job, int h, struct hr_agent **out)
     return 0;
 }
 
-/* Whether horovodrun reaches a's agent over SSH or through srun (an argv
- * that is no rsh agent's): the links an agent can take over. */
-static int treeable(const struct hr_agent *a)
+/* Whether horovodrun reaches a's agent over SSH, through srun, or
+ * through an rsh agent that works on every host (--rsh-tree): the links
+ * an agent can take over. */
+static int treeable(const struct hr_job *job, const struct hr_agent *a)
 {
-    return a->ssh || (a->argv.n && !a->rsh);
+    return a->ssh || (a->argv.n && (!a->rsh || job->opts->rsh_tree));
 }
 
-/* a, reached over SSH or through srun, is started by parent's agent
- * instead, under id (its index). 0, or HVD_ENOMEM. */
+/* a, reached over SSH, through srun or an rsh agent, is started by
+ * parent's agent instead, under id (its index). 0, or HVD_ENOMEM. */
 static int started_by(struct hr_job *job, struct hr_agent *a,
                       struct hr_agent *parent, int id)
 {
     struct hr_agents *g = agents_of(job);
     struct hr_ssh_cfg cfg = ssh_cfg_of(job->opts);
-    int srun = a->ssh == NULL;
-    if (srun)
+    int srun = a->ssh == NULL && a->rsh == NULL, rsh = a->rsh != NULL;
+    if (srun || rsh)
         cfg.agent_path = g->srun.agent;
     hr_ssh_free(a->ssh);
     a->ssh = NULL;
+    hr_rsh_free(a->rsh);
+    a->rsh = NULL;
     hvd_strvec_close(&a->argv);
     a->link = &hr_link_relay;
     return hr_relay_new(a, parent, (uint32_t)id, &cfg,
-                        srun ? g->srun.srun : NULL)
+                        srun ? g->srun.srun : NULL,
+                        rsh ? job->opts->rsh_agent : NULL)
                ? 0
                : HVD_ENOMEM;
 }
@@ -804,7 +808,7 @@ static int started_by(struct hr_job *job, struct hr_agent *a,
  * processes all ended, or were stopped, may be on its way out). */
 static int may_relay(const struct hr_job *job, const struct hr_agent *a)
 {
-    if (a->ended || !a->running || !(treeable(a) || hr_relay_parent(a)))
+    if (a->ended || !a->running || !(treeable(job, a) || hr_relay_parent(a)))
         return 0;
     for (int id = 0; id < job->plan->size; id++)
         if (job->plan->ranks[id].host == a->host && !job->ranks[id].done &&
@@ -817,14 +821,14 @@ int hr_agents_place(struct hr_job *job, struct hr_agent *a)
 {
     struct hr_agents *g = agents_of(job);
     int fan = job->opts->tree_fanout, direct = 0, id = -1;
-    if (fan <= 0 || !treeable(a))
+    if (fan <= 0 || !treeable(job, a))
         return 0;
     /* horovodrun's own sessions, then the first agent with room, in the
      * order they came: the tree fills level by level. */
     for (int i = 0; i < g->nagents; i++) {
         if (g->agents[i] == a)
             id = i;
-        else if (treeable(g->agents[i]) && !g->agents[i]->ended)
+        else if (treeable(job, g->agents[i]) && !g->agents[i]->ended)
             direct++;
     }
     if (direct < fan)
@@ -858,7 +862,7 @@ static int plant_tree(struct hr_job *job)
     if (tree == NULL)
         return HVD_ENOMEM;
     for (int i = 0; i < g->nagents; i++)
-        if (treeable(g->agents[i]))
+        if (treeable(job, g->agents[i]))
             tree[n++] = i;
     for (int k = fan; fan > 0 && k < n && rc == 0; k++)
         rc = started_by(job, g->agents[tree[k]],

@@ -20,6 +20,7 @@ int hvd_spawn_encode(const struct hvd_spawn *s, uint8_t **out, size_t *outlen)
     hvd_wbuf_u8(&w, s->accept_new);
     hvd_wbuf_u32(&w, s->retry_ms);
     hvd_wbuf_str(&w, s->srun ? s->srun : "");
+    hvd_wbuf_str(&w, s->rsh ? s->rsh : "");
     int err = hvd_wbuf_finish(&w, HVD_MSG_SPAWN, out, outlen);
     hvd_wbuf_close(&w);
     return err;
@@ -38,8 +39,10 @@ int hvd_spawn_decode(struct hvd_spawn *s, const uint8_t *p, size_t len)
     s->accept_new = hvd_rbuf_u8(&r);
     s->retry_ms = hvd_rbuf_u32(&r);
     s->srun = hvd_rbuf_strdup(&r);
+    s->rsh = hvd_rbuf_strdup(&r);
     int err = hvd_rbuf_done(&r);
-    if (err == 0 && (s->host[0] == '\0' || s->port > 65535))
+    if (err == 0 &&
+        (s->host[0] == '\0' || s->port > 65535 || (s->srun[0] && s->rsh[0])))
         err = HVD_EPROTO;
     if (err)
         hvd_spawn_close(s);
@@ -54,7 +57,8 @@ void hvd_spawn_close(struct hvd_spawn *s)
     free(s->identity);
     free(s->agent);
     free(s->srun);
-    s->host = s->identity = s->agent = s->srun = NULL;
+    free(s->rsh);
+    s->host = s->identity = s->agent = s->srun = s->rsh = NULL;
 }
 
 int hvd_relay_wrap(uint8_t type, uint32_t id, const void *p, size_t n,

@@ -21,10 +21,12 @@ struct hvd_spawn {
     uint8_t accept_new; /* add unknown host keys to known_hosts */
     uint32_t retry_ms;  /* keep trying a host not up yet this long */
     char *srun;         /* "": over SSH; else srun's path, a job step */
+    char *rsh;          /* else, if not "": the --rsh-agent command */
 };
 
 int hvd_spawn_encode(const struct hvd_spawn *s, uint8_t **out, size_t *outlen);
-/* HVD_EPROTO or HVD_ETRUNC for a damaged payload or an empty host. */
+/* HVD_EPROTO or HVD_ETRUNC for a damaged payload, an empty host, or
+ * both srun and rsh. */
 int hvd_spawn_decode(struct hvd_spawn *s, const uint8_t *p, size_t len);
 void hvd_spawn_close(struct hvd_spawn *s);
 

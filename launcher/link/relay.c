@@ -13,7 +13,7 @@ struct hr_relay {
     struct hr_agent *parent;
     uint32_t id;
     struct hr_ssh_cfg cfg;
-    const char *srun;
+    const char *srun, *rsh;
     int asked;   /* start was called */
     int spawned; /* its SPAWN went to the parent */
     char stage[320];
@@ -21,7 +21,7 @@ struct hr_relay {
 
 struct hr_relay *hr_relay_new(struct hr_agent *a, struct hr_agent *parent,
                               uint32_t id, const struct hr_ssh_cfg *cfg,
-                              const char *srun)
+                              const char *srun, const char *rsh)
 {
     struct hr_relay *r = calloc(1, sizeof(*r));
     if (r == NULL)
@@ -30,6 +30,7 @@ struct hr_relay *hr_relay_new(struct hr_agent *a, struct hr_agent *parent,
     r->id = id;
     r->cfg = *cfg;
     r->srun = srun;
+    r->rsh = rsh;
     a->relay = r;
     return r;
 }
@@ -72,6 +73,7 @@ void hr_relay_parent_ready(struct hr_agent *a)
         .accept_new = (uint8_t)r->cfg.accept_new,
         .retry_ms = (uint32_t)(r->cfg.retry_s * 1000),
         .srun = (char *)r->srun,
+        .rsh = (char *)r->rsh,
     };
     uint8_t *f;
     size_t len;

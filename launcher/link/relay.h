@@ -17,13 +17,14 @@ struct hr_relay;
 /* Reached through hr_relay_new's parent. */
 extern const struct hr_link_ops hr_link_relay;
 
-/* State for agent a, started by parent's agent over SSH with cfg, or as
- * a job step through srun (its path; NULL: SSH) running cfg's agent path
- * (the strings must outlive it); known to the parent as id. NULL when out
- * of memory. */
+/* State for agent a, started by parent's agent over SSH with cfg, as a
+ * job step through srun (its path), or through the --rsh-agent command
+ * rsh, running cfg's agent path (srun and rsh NULL: SSH; the strings
+ * must outlive it); known to the parent as id. NULL when out of
+ * memory. */
 struct hr_relay *hr_relay_new(struct hr_agent *a, struct hr_agent *parent,
                               uint32_t id, const struct hr_ssh_cfg *cfg,
-                              const char *srun);
+                              const char *srun, const char *rsh);
 void hr_relay_free(struct hr_relay *r);
 /* The agent whose agent starts a's (NULL: horovodrun's own link). */
 struct hr_agent *hr_relay_parent(const struct hr_agent *a);

@@ -145,6 +145,33 @@ class TreeTest(ClusterCase):
                       "which start those of the other 13 (--tree-fanout 3)",
                       job.err)
 
+    def test_an_rsh_agent_that_works_on_every_host(self):
+        # --rsh-tree: OpenSSH's client as the rsh agent, which works from
+        # every host; agents run it for their subtrees, and each agent
+        # connects back to the one that started it.
+        rsh = ["--rsh-agent", "ssh -o BatchMode=yes", "--rsh-tree"]
+        res = self.run_hr("--verbose", *rsh, *self.job_args(COLLCHECK))
+        self.assertRc(res, 0)
+        per, bad = hvdtest.prefixed(res.out_lines)
+        self.assertEqual(sorted(per), list(range(N)), res.describe())
+        self.assertIn("tree launch: horovodrun starts the agents of 3 hosts, "
+                      "which start those of the other 13 (--tree-fanout 3)",
+                      res.err)
+        # While the ranks run: horovodrun runs 3 ssh clients, the agents
+        # the other 13; a SIGKILL of horovodrun leaves nothing.
+        job = self.start(*rsh, *self.job_args(PY, "-c", hvdtest.READY_DIE))
+        job.wait_line(lambda l: l.endswith(">:ready"), count=N, timeout=90)
+        c = self.cluster
+        clients = [p for p in nscluster.netns_pids(
+            {h.ino for h in [c.launcher] + list(c.hosts)})
+            if hvdtest._read("/proc/%d/comm" % p) == b"ssh\n"]
+        parents = sorted(hvdtest.parent_comm(p) for p in clients)
+        self.assertEqual(parents, ["horovodrun"] * FAN +
+                         ["hvd-agent"] * (N - FAN), job.describe())
+        job.signal(signal.SIGKILL)
+        job.wait(10)
+        self.assertNothingLeft()
+
     def test_a_host_that_does_not_resolve_deep_in_the_tree(self):
         # The 17th SSH host is started by w4's agent.
         res = self.run_hr("-np", N + 1, "-H", ",".join(

@@ -194,12 +194,18 @@ static void proto_seeds(void)
     f = finish(&w, HVD_MSG_NOTE, &len);
     PROTO_SEED("note");
 
-    const struct hvd_spawn sp = {5,  "node-7", 22,    "/root/.ssh/id",
-                                 "", 1,        30000, ""};
+    const struct hvd_spawn sp = {5,     "node-7", 22, "/root/.ssh/id", "", 1,
+                                 30000, "",       ""},
+                           sp_rsh = {6,     "node-8", 0,
+                                     "",    "",       0,
+                                     30000, "",       "ssh -o BatchMode=yes"};
     const struct hvd_gone gone = {5, -1, 9, "lost with host node-1"};
     if (hvd_spawn_encode(&sp, &f, &len) != 0)
         exit(1);
     PROTO_SEED("spawn");
+    if (hvd_spawn_encode(&sp_rsh, &f, &len) != 0)
+        exit(1);
+    PROTO_SEED("spawn_rsh");
     if (hvd_gone_encode(&gone, &f, &len) != 0)
         exit(1);
     PROTO_SEED("gone");

@@ -316,6 +316,16 @@ def proc_state(pid):
     return stat[stat.rindex(b")") + 2:].split()[0].decode()
 
 
+def parent_comm(pid):
+    """The command name of pid's parent, or None once either is gone."""
+    stat = _read("/proc/%d/stat" % pid)
+    if not stat:
+        return None
+    ppid = int(stat[stat.rindex(b")") + 2:].split()[1])
+    comm = _read("/proc/%d/comm" % ppid)
+    return comm.decode().strip() if comm else None
+
+
 def marked_procs(marker):
     """[(pid, comm, cmdline)] of live (not zombie) processes whose
     environment or command line contains marker."""

@@ -193,6 +193,8 @@ class RshTest(hvdtest.TestCase):
              "--rsh-agent '%s': no such program" % os.path.join(self.tmp,
                                                                 "nope")),
             (["--launcher", "rsh"], "--launcher rsh needs --rsh-agent CMD"),
+            (["--rsh-tree"], "--rsh-tree needs --rsh-agent CMD (or "
+             "OMPI_MCA_plm_rsh_agent naming a program)"),
         ]
         for args, want in cases:
             res = self.run_hr(*args, "-np", "1", "-H", "127.0.0.2", "true",

@@ -10,8 +10,8 @@
 
 Test(relayproto, spawn_round_trip_and_every_cut)
 {
-    struct hvd_spawn s = {7,  "node-9", 2222,  "/keys/id",
-                          "", 1,        30000, "/usr/bin/srun"},
+    struct hvd_spawn s = {7,     "node-9",        2222, "/keys/id", "", 1,
+                          30000, "/usr/bin/srun", NULL},
                      d;
     uint8_t *f;
     size_t len;
@@ -29,6 +29,7 @@ Test(relayproto, spawn_round_trip_and_every_cut)
     cr_expect_eq(d.accept_new, 1);
     cr_expect_eq(d.retry_ms, 30000);
     cr_expect_str_eq(d.srun, "/usr/bin/srun");
+    cr_expect_str_eq(d.rsh, "");
     hvd_spawn_close(&d);
     hvd_spawn_close(&d); /* twice is safe */
     for (size_t cut = 0; cut < n; cut++) {
@@ -38,9 +39,33 @@ Test(relayproto, spawn_round_trip_and_every_cut)
     free(f);
 }
 
+Test(relayproto, spawn_through_an_rsh_command)
+{
+    struct hvd_spawn s = {3,    "w5", 0,
+                          NULL, NULL, 0,
+                          1000, NULL, "ssh -o BatchMode=yes"},
+                     d;
+    uint8_t *f;
+    size_t len;
+
+    cr_assert_eq(hvd_spawn_encode(&s, &f, &len), 0);
+    cr_assert_eq(hvd_spawn_decode(&d, f + HVD_FRAME_HDR, len - HVD_FRAME_HDR),
+                 0);
+    cr_expect_str_eq(d.srun, "");
+    cr_expect_str_eq(d.rsh, "ssh -o BatchMode=yes");
+    hvd_spawn_close(&d);
+    free(f);
+    /* Not both at once. */
+    s.srun = "/usr/bin/srun";
+    cr_assert_eq(hvd_spawn_encode(&s, &f, &len), 0);
+    cr_expect_eq(hvd_spawn_decode(&d, f + HVD_FRAME_HDR, len - HVD_FRAME_HDR),
+                 HVD_EPROTO);
+    free(f);
+}
+
 Test(relayproto, spawn_without_a_host_or_with_a_bad_port_is_refused)
 {
-    struct hvd_spawn s = {1, "", 22, NULL, NULL, 0, 0, NULL}, d;
+    struct hvd_spawn s = {1, "", 22, NULL, NULL, 0, 0, NULL, NULL}, d;
     uint8_t *f;
     size_t len;
 
