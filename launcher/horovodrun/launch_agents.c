@@ -134,15 +134,6 @@ struct hvd_endpoints hr_agents_endpoints(struct hr_job *job)
     };
 }
 
-/* Unless --tree-fanout is 0, the agents of other hosts (reached over SSH,
- * through another agent, or by a command: srun or an rsh agent) carry
- * their ranks' rendezvous: horovodrun's descriptors then grow with the
- * agents it started itself (with SSH, the fan-out), not with the ranks. */
-static int carries(const struct hr_job *job, const struct hr_agent *a)
-{
-    return job->opts->tree_fanout > 0 && (a->ssh || a->relay || a->argv.n);
-}
-
 int hr_agents_send_job(struct hr_job *job, struct hr_agent *a)
 {
     struct hr_agents *g = agents_of(job);
@@ -157,7 +148,7 @@ int hr_agents_send_job(struct hr_job *job, struct hr_agent *a)
     js.kill_grace_ms = (uint32_t)(job->opts->kill_grace * 1000);
     js.gpu_pinning = (uint8_t)job->opts->gpu_pinning;
     js.bind = (uint8_t)job->opts->bind;
-    if (carries(job, a)) {
+    if (hr_agents_carries(job, a)) {
         js.carry_rdv = 1;
         err = hr_carry_new(a, &g->rdv);
     }
@@ -503,44 +494,6 @@ static void agent_lost(struct hr_job *job, struct hr_agent *a)
                     a->name, (long long)a->status, lost);
 }
 
-/* The agents that a's agent started end with it: their sessions were
- * its own. Unless horovodrun was sending them home (lost 0), that is a
- * failure of each, and one line names them. */
-static void end_subtree(struct hr_job *job, struct hr_agent *a, int lost)
-{
-    struct hr_agents *g = agents_of(job);
-    char names[400] = "", why[512] = "";
-    int n = 0, len = 0;
-    if (lost)
-        snprintf(why, sizeof(why),
-                 a->hello
-                     ? "lost with the agent of host %s, which started it"
-                     : "not started: host %s, which was to start it, failed",
-                 a->name);
-    for (int i = 0; i < g->nagents; i++) {
-        struct hr_agent *c = g->agents[i];
-        if (hr_relay_parent(c) != a || !c->running)
-            continue;
-        if (len < (int)sizeof(names) - 1)
-            len += snprintf(names + len, sizeof(names) - (size_t)len, "%s%s",
-                            n ? ", " : "", c->name);
-        n++;
-        c->orphaned = lost;
-        hr_relay_gone(c, -1, 0, why);
-    }
-    if (n == 0 || !lost || !g->started)
-        return;
-    if (g->el)
-        hvd_log_warn("host %s: its agent ended, and so did those it started "
-                     "(%d: %s); their hosts are not blacklisted, and get new "
-                     "agents",
-                     a->name, n, names);
-    else
-        hvd_log_error("host %s: its agent ended, and so did those it started "
-                      "(%d: %s)",
-                      a->name, n, names);
-}
-
 static void agent_ended(struct hr_agent *a)
 {
     struct hr_job *job = a->job;
@@ -565,7 +518,7 @@ static void agent_ended(struct hr_agent *a)
     } else {
         agent_lost(job, a);
     }
-    end_subtree(job, a, lost);
+    hr_agents_end_subtree(job, a, lost);
     if (--g->agents_left == 0 && (!g->el || hr_elastic_over(g->el)))
         hr_job_ended(job);
 }
@@ -703,8 +656,7 @@ static int rsh_link(struct hr_job *job, struct hr_agent *a)
     return 0;
 }
 
-/* How SSH reaches a host, for horovodrun and for the agents it asks. */
-static struct hr_ssh_cfg ssh_cfg_of(const struct hr_opts *o)
+struct hr_ssh_cfg hr_agents_ssh_cfg(const struct hr_opts *o)
 {
     return (struct hr_ssh_cfg){
         .port = o->ssh_port,
@@ -722,7 +674,7 @@ int hr_agents_add(struct hr_job *job, int h, struct hr_agent **out)
 {
     const struct hr_opts *o = job->opts;
     struct hr_agents *g = agents_of(job);
-    const struct hr_ssh_cfg ssh_cfg = ssh_cfg_of(o);
+    const struct hr_ssh_cfg ssh_cfg = hr_agents_ssh_cfg(o);
     struct hr_agent *a = calloc(1, sizeof(*a));
 
     if (a == NULL || (g->nagents == g->cap && grow_agents(g) != 0)) {
@@ -772,109 +724,6 @@ int hr_agents_add(struct hr_job *job, int h, struct hr_agent **out)
     return 0;
 }
 
-/* Whether horovodrun reaches a's agent over SSH, through srun, or
- * through an rsh agent that works on every host (--rsh-tree): the links
- * an agent can take over. */
-static int treeable(const struct hr_job *job, const struct hr_agent *a)
-{
-    return a->ssh || (a->argv.n && (!a->rsh || job->opts->rsh_tree));
-}
-
-/* a, reached over SSH, through srun or an rsh agent, is started by
- * parent's agent instead, under id (its index). 0, or HVD_ENOMEM. */
-static int started_by(struct hr_job *job, struct hr_agent *a,
-                      struct hr_agent *parent, int id)
-{
-    struct hr_agents *g = agents_of(job);
-    struct hr_ssh_cfg cfg = ssh_cfg_of(job->opts);
-    int srun = a->ssh == NULL && a->rsh == NULL, rsh = a->rsh != NULL;
-    if (srun || rsh)
-        cfg.agent_path = g->srun.agent;
-    hr_ssh_free(a->ssh);
-    a->ssh = NULL;
-    hr_rsh_free(a->rsh);
-    a->rsh = NULL;
-    hvd_strvec_close(&a->argv);
-    a->link = &hr_link_relay;
-    return hr_relay_new(a, parent, (uint32_t)id, &cfg,
-                        srun ? g->srun.srun : NULL,
-                        rsh ? job->opts->rsh_agent : NULL)
-               ? 0
-               : HVD_ENOMEM;
-}
-
-/* Whether a's agent may start another one in an elastic job: it runs,
- * is in the tree, and its host has a process that runs (a host whose
- * processes all ended, or were stopped, may be on its way out). */
-static int may_relay(const struct hr_job *job, const struct hr_agent *a)
-{
-    if (a->ended || !a->running || !(treeable(job, a) || hr_relay_parent(a)))
-        return 0;
-    for (int id = 0; id < job->plan->size; id++)
-        if (job->plan->ranks[id].host == a->host && !job->ranks[id].done &&
-            hr_elastic_wanted(agents_of(job)->el, id))
-            return 1;
-    return 0;
-}
-
-int hr_agents_place(struct hr_job *job, struct hr_agent *a)
-{
-    struct hr_agents *g = agents_of(job);
-    int fan = job->opts->tree_fanout, direct = 0, id = -1;
-    if (fan <= 0 || !treeable(job, a))
-        return 0;
-    /* horovodrun's own sessions, then the first agent with room, in the
-     * order they came: the tree fills level by level. */
-    for (int i = 0; i < g->nagents; i++) {
-        if (g->agents[i] == a)
-            id = i;
-        else if (treeable(job, g->agents[i]) && !g->agents[i]->ended)
-            direct++;
-    }
-    if (direct < fan)
-        return 0;
-    for (int i = 0; i < g->nagents; i++) {
-        struct hr_agent *p = g->agents[i];
-        int children = 0;
-        if (p == a || !may_relay(job, p))
-            continue;
-        for (int j = 0; j < g->nagents; j++)
-            if (hr_relay_parent(g->agents[j]) == p && !g->agents[j]->ended)
-                children++;
-        if (children < fan)
-            return started_by(job, a, p, id);
-    }
-    return 0;
-}
-
-/*
- * The tree launch: of the hosts reached over SSH (or through srun),
- * horovodrun reaches the first F (--tree-fanout) itself, and the k-th
- * after them (k = 0, 1, ...) is started by the agent of the k/F-th such
- * host: each agent starts at most F, and the tree is log_F deep. 0, or
- * HVD_ENOMEM.
- */
-static int plant_tree(struct hr_job *job)
-{
-    struct hr_agents *g = agents_of(job);
-    int fan = job->opts->tree_fanout, n = 0, rc = 0;
-    int *tree = malloc((size_t)g->nagents * sizeof(*tree));
-    if (tree == NULL)
-        return HVD_ENOMEM;
-    for (int i = 0; i < g->nagents; i++)
-        if (treeable(job, g->agents[i]))
-            tree[n++] = i;
-    for (int k = fan; fan > 0 && k < n && rc == 0; k++)
-        rc = started_by(job, g->agents[tree[k]],
-                        g->agents[tree[(k - fan) / fan]], tree[k]);
-    if (fan > 0 && n > fan && rc == 0)
-        hvd_log_info("tree launch: horovodrun starts the agents of %d hosts, "
-                     "which start those of the other %d (--tree-fanout %d)",
-                     fan, n - fan, fan);
-    free(tree);
-    return rc;
-}
-
 /*
  * Room for the job's descriptors: every rank whose agent does not carry
  * its rendezvous keeps a connection to horovodrun for the whole job,
@@ -888,7 +737,7 @@ static void make_room(struct hr_job *job)
     struct hr_agents *g = agents_of(job);
     int ranks = 0;
     for (int i = 0; i < g->nagents; i++)
-        if (!carries(job, g->agents[i]))
+        if (!hr_agents_carries(job, g->agents[i]))
             ranks += (int)g->agents[i]->nranks;
     struct rlimit rl;
     rlim_t want = (rlim_t)ranks * 4 + 1024;
@@ -928,7 +777,7 @@ static int add_agents(struct hr_job *job)
         if ((int)h == job->plan->ranks[0].host)
             g->stdin_agent = g->nagents - 1;
     }
-    if (plant_tree(job) != 0) {
+    if (hr_agents_plant_tree(job) != 0) {
         hvd_log_error("out of memory");
         return HR_EXIT_INTERNAL;
     }

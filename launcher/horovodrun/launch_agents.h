@@ -11,11 +11,13 @@
 #include "launcher/lib/env.h"
 #include "launcher/lib/proto.h"
 #include "launcher/link/link.h"
+#include "launcher/link/ssh.h"
 
 struct hr_gloo_store;
 struct hr_rsh_server;
 struct hr_elastic;
 struct hr_job;
+struct hr_opts;
 
 /* srun and the hvd-agent that srun or the rsh agent starts, found once
  * for all the hosts. */
@@ -85,11 +87,29 @@ void hr_agents_elastic_lost(struct hr_job *job, struct hr_agent *a);
  * reports them failed (hr_job_rank_done).
  */
 void hr_agents_run_host(struct hr_job *job, int h);
-/* An elastic job's new agent a, reached over SSH or through srun: once
- * horovodrun holds --tree-fanout such links, the first agent that may
- * start it and starts fewer than that does so instead. 0, or
+
+/* How SSH reaches a host, for horovodrun and for the agents it asks. */
+struct hr_ssh_cfg hr_agents_ssh_cfg(const struct hr_opts *o);
+
+/* launch_tree.c. Unless --tree-fanout is 0, the agents of other hosts
+ * (reached over SSH, through another agent, or by a command: srun or an
+ * rsh agent) carry their ranks' rendezvous: horovodrun's descriptors then
+ * grow with the agents it started itself, not with the ranks. */
+int hr_agents_carries(const struct hr_job *job, const struct hr_agent *a);
+/* A fixed job's tree: of the agents reached over SSH, srun or (with
+ * --rsh-tree) an rsh agent, horovodrun starts the first F itself, and
+ * the agent of the k/F-th such host the k-th after them. 0, or
  * HVD_ENOMEM. */
+int hr_agents_plant_tree(struct hr_job *job);
+/* An elastic job's new agent a, reached that way: once horovodrun holds
+ * --tree-fanout such links, the first agent that may start it and starts
+ * fewer than that does so instead. 0, or HVD_ENOMEM. */
 int hr_agents_place(struct hr_job *job, struct hr_agent *a);
+/* The agents that a's agent started end with it (their sessions were its
+ * own). Unless horovodrun was sending them home (lost 0), that is a
+ * failure of each, and one line names them; in an elastic job their
+ * processes are orphans, whose hosts are not blacklisted. */
+void hr_agents_end_subtree(struct hr_job *job, struct hr_agent *a, int lost);
 /* Starts the rendezvous server of an elastic job (once; it serves every
  * generation), on an address that the hosts known so far reach. 0, or
  * horovodrun's exit code once it said why. */
