@@ -37,6 +37,10 @@ extern char **environ;
 /* Remote agents stop their ranks if they hear nothing for this long. */
 #define PING_EVERY_MS 1000
 #define PING_SILENCE_MS 4000
+/* STDIN blocks (64 KiB each) on their way to rank 0's agent at once:
+ * enough to keep a stream going over a link's round trips, and all that
+ * stdin which rank 0 does not read can take of the agent's memory. */
+#define STDIN_WINDOW 16
 
 static void check_preflight(struct hr_job *job);
 int hr_agents_rdv_addr(struct hr_job *job, char *out, size_t len);
@@ -419,9 +423,11 @@ static int handle_frame(struct hr_job *job, struct hr_agent *a,
     }
     case HVD_MSG_STDIN_TAKEN: {
         struct hr_agents *g = agents_of(job);
-        if (f->len != 0 || g->stdin_agent < 0 || g->agents[g->stdin_agent] != a)
+        if (f->len != 0 || g->stdin_agent < 0 ||
+            g->agents[g->stdin_agent] != a || g->stdin_out == 0)
             return HVD_EPROTO;
-        hr_job_read_stdin(job);
+        if (g->stdin_out-- == STDIN_WINDOW && !g->stdin_eof)
+            hr_job_read_stdin(job);
         return 0;
     }
     case HVD_MSG_FROM:
@@ -538,10 +544,17 @@ static void agents_write_stdin(struct hr_job *job, const char *buf, size_t n)
     struct hvd_wbuf w;
     uint8_t *f;
     size_t len;
+    /* Counted first: the send may read the agent's TAKEN of it. */
+    if (n == 0)
+        g->stdin_eof = 1;
+    else
+        g->stdin_out++;
     hvd_wbuf_init(&w);
     hvd_wbuf_raw(&w, buf, n);
     if (hvd_wbuf_finish(&w, HVD_MSG_STDIN, &f, &len) == 0)
         a->link->send(a, f, len);
+    if (n > 0 && g->stdin_out < STDIN_WINDOW)
+        hr_job_read_stdin(job);
 }
 
 static void on_start_timeout(uv_timer_t *t)

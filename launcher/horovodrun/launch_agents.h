@@ -48,6 +48,9 @@ struct hr_agents {
     uint8_t secret[HVD_SECRET_LEN];
     char secret_hex[2 * HVD_SECRET_LEN + 1];
     int stdin_agent; /* agent that hosts rank 0, or -1 */
+    /* STDIN blocks on their way to it (not TAKEN yet), and whether the
+     * end of input went. */
+    int stdin_out, stdin_eof;
     struct hr_srun_paths srun;
     struct hr_rsh_server *rsh; /* with --launcher rsh, once a host needs it */
     /* An elastic job's controller (elastic.h); NULL in a fixed job. In an

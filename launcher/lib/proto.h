@@ -49,8 +49,8 @@ enum hvd_msg {
     HVD_MSG_RDV_OPEN = 17,  /* agent: u32 id; a connection came */
     HVD_MSG_RDV_DATA = 18,  /* both: u32 id, bytes */
     HVD_MSG_RDV_CLOSE = 19, /* both: u32 id; that side closed it */
-    /* agent: the last STDIN block went to rank 0 (or rank 0 was gone):
-     * the next may come. One block is on its way at a time, so stdin
+    /* agent: a STDIN block went to rank 0 (or rank 0 was gone), one per
+     * block. horovodrun keeps at most 16 blocks on their way, so stdin
      * that rank 0 does not read waits in horovodrun's own stdin. */
     HVD_MSG_STDIN_TAKEN = 20
 };

@@ -167,10 +167,10 @@ class StdinTest(AgentsMode, StdinChecks, hvdtest.TestCase):
 
 
     def test_stdin_that_rank0_does_not_read_waits_in_horovodrun(self):
-        # An endless producer and a rank 0 that reads late: the agent takes
-        # the next block only once rank 0's pipe took the last, so the
-        # producer is held back, and nothing it wrote is lost. (Before,
-        # the agent queued all of it: 1.9 GiB in 7 s.)
+        # An endless producer and a rank 0 that reads late: horovodrun
+        # keeps at most 1 MiB on its way to the agent beyond what rank 0's
+        # pipe took, so the producer is held back, and nothing it wrote is
+        # lost. (Before, the agent queued all of it: 1.9 GiB in 7 s.)
         script = ("import sys, time\n"
                   "print('ready', flush=True)\n"
                   "time.sleep(3)\n"
@@ -188,7 +188,7 @@ class StdinTest(AgentsMode, StdinChecks, hvdtest.TestCase):
                 time.sleep(0.001)
         job.proc.stdin.close()
         self.assertEqual(job.wait(timeout=30), 0, job.describe())
-        # Pipes and one block on its way: well under a MiB each.
+        # 1 MiB on its way, and three pipes of 64 KiB.
         self.assertLess(sent, 8 << 20, "horovodrun took %d bytes of stdin "
                         "that rank 0 did not read" % sent)
         self.assertIn("[0,0]<stdout>:read %d" % sent, job.text_lines(),

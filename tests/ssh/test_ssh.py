@@ -12,6 +12,7 @@ Needs /usr/sbin/sshd (openssh-server) and ssh/ssh-keygen (openssh-client);
 without them the test fails, saying so.
 """
 
+import hashlib
 import os
 import re
 import signal
@@ -136,10 +137,12 @@ class SshTestCase(hvdtest.TestCase):
         self.addCleanup(__import__("shutil").rmtree, home, True)
         return home
 
-    def hr(self, *args, home=None, timeout=120, port=True, **extra):
+    def hr(self, *args, home=None, timeout=120, port=True, input=None,
+           **extra):
         pre = ["-p", self.port] if port else []
         return self.run_hr(*(pre + list(args)),
-                           env=self.env(home=home, **extra), timeout=timeout)
+                           env=self.env(home=home, **extra), timeout=timeout,
+                           input=input)
 
     def start(self, *args, home=None, **extra):
         return self.start_hr("-p", self.port, *args,
@@ -324,6 +327,19 @@ class RemoteJobTest(SshTestCase):
                       *py("N = %d\n" % n + ORDERED), timeout=120)
         self.assertRc(res, 0)
         self.assertOrderedStreams(res, 4, n, local_rank=lambda r: r % 2)
+
+    def test_large_stdin_reaches_a_remote_rank0_intact(self):
+        # 32 MiB over the SSH channel, at most 1 MiB of it on its way to
+        # the agent at once: every byte, in order.
+        data = os.urandom(1 << 20) * 32
+        res = self.hr("-np", "2", "-H", self.c.hosts_arg(2), "python3", "-c",
+                      "import hashlib, sys; d = sys.stdin.buffer.read(); "
+                      "print(len(d), hashlib.sha256(d).hexdigest())",
+                      input=data, timeout=120)
+        self.assertRc(res, 0)
+        self.assertIn("[0,0]<stdout>:%d %s" % (
+            len(data), hashlib.sha256(data).hexdigest()),
+            res.out_lines, res.describe())
 
     def test_exact_prefixes(self):
         res = self.hr("-np", "4", "-H", self.c.hosts_arg(2),
