@@ -844,6 +844,15 @@ static int ssh_start(struct hr_agent *a)
     return 0;
 }
 
+/* Steps on the loop's next turn (a writable socket is ready at once),
+ * never inside the caller: a step reads, and the agent's frames, handed to
+ * the owner there, could end what the caller still holds (a rendezvous
+ * connection whose bytes it was sending, say). */
+static void step_soon(struct hr_ssh *s)
+{
+    wait_io(s, UV_READABLE | UV_WRITABLE);
+}
+
 static void ssh_send(struct hr_agent *a, uint8_t *frame, size_t len)
 {
     struct hr_ssh *s = a->ssh;
@@ -859,7 +868,7 @@ static void ssh_send(struct hr_agent *a, uint8_t *frame, size_t len)
     else
         s->qhead = q;
     s->qtail = q;
-    step(s);
+    step_soon(s);
 }
 
 static void ssh_pause(struct hr_agent *a, int pause)
@@ -869,9 +878,9 @@ static void ssh_pause(struct hr_agent *a, int pause)
         return;
     s->paused = pause;
     /* Frames may wait inside libssh2 with the socket quiet: read them
-     * now rather than on the next packet. */
+     * on the next turn rather than on the next packet. */
     if (!pause && s->st == ST_RUN)
-        step(s);
+        step_soon(s);
 }
 
 static void ssh_kill(struct hr_agent *a, int sig)
