@@ -89,24 +89,10 @@ static int started_by(struct hr_job *job, struct hr_agent *a,
                : HVD_ENOMEM;
 }
 
-/* Whether a's agent may start another one in an elastic job: it runs,
- * is in the tree, and its host has a process that runs (a host whose
- * processes all ended, or were stopped, may be on its way out). */
-static int may_relay(const struct hr_job *job, const struct hr_agent *a)
-{
-    if (a->ended || !a->running || !(treeable(job, a) || hr_relay_parent(a)))
-        return 0;
-    for (int id = 0; id < job->plan->size; id++)
-        if (job->plan->ranks[id].host == a->host && !job->ranks[id].done &&
-            hr_elastic_wanted(agents_of(job)->el, id))
-            return 1;
-    return 0;
-}
-
 int hr_agents_place(struct hr_job *job, struct hr_agent *a)
 {
     struct hr_agents *g = agents_of(job);
-    int fan = job->opts->tree_fanout, direct = 0, id = -1;
+    int fan = job->opts->tree_fanout, direct = 0, id = -1, rc = 0;
     if (fan <= 0 || !treeable(job, a))
         return 0;
     /* horovodrun's own sessions, then the first agent with room, in the
@@ -119,18 +105,37 @@ int hr_agents_place(struct hr_job *job, struct hr_agent *a)
     }
     if (direct < fan)
         return 0;
+    /* Per host, in one pass each (a live agent is its host's only one):
+     * whether it runs a process (one whose processes all ended, or were
+     * stopped, may be on its way out), and how many agents it started. */
+    size_t nh = job->hosts->n;
+    unsigned char *runs = calloc(nh, 1);
+    int *kids = calloc(nh, sizeof(*kids));
+    if (runs == NULL || kids == NULL) {
+        rc = HVD_ENOMEM;
+        goto out;
+    }
+    for (int p = 0; p < job->plan->size; p++)
+        if (!job->ranks[p].done && hr_elastic_wanted(g->el, p))
+            runs[job->plan->ranks[p].host] = 1;
+    for (int i = 0; i < g->nagents; i++) {
+        struct hr_agent *parent = hr_relay_parent(g->agents[i]);
+        if (parent && !g->agents[i]->ended)
+            kids[parent->host]++;
+    }
     for (int i = 0; i < g->nagents; i++) {
         struct hr_agent *p = g->agents[i];
-        int children = 0;
-        if (p == a || !may_relay(job, p))
-            continue;
-        for (int j = 0; j < g->nagents; j++)
-            if (hr_relay_parent(g->agents[j]) == p && !g->agents[j]->ended)
-                children++;
-        if (children < fan)
-            return started_by(job, a, p, id);
+        if (p != a && !p->ended && p->running &&
+            (treeable(job, p) || hr_relay_parent(p)) && runs[p->host] &&
+            kids[p->host] < fan) {
+            rc = started_by(job, a, p, id);
+            break;
+        }
     }
-    return 0;
+out:
+    free(runs);
+    free(kids);
+    return rc;
 }
 
 /* Each agent starts at most F, so the tree is log_F deep. */
